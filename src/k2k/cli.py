@@ -1,0 +1,145 @@
+"""The ``k2k`` command line, and the error boundary of the whole program.
+
+Every deliberate failure is a :class:`k2k.errors.K2KError`: it is printed as one line
+(``error: ...``; configuration problems one line each) with a non-zero exit and no
+traceback, unless ``--debug`` asks for one.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from functools import wraps
+from typing import Any
+
+import click
+
+from k2k import __version__
+from k2k.errors import ConfigError, K2KError
+
+__all__ = ["main"]
+
+EXIT_FAILURE = 1
+EXIT_CONFIG = 2
+
+_FILES = click.option(
+    "-f",
+    "--file",
+    "files",
+    multiple=True,
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Pipeline YAML file (K2K layout). Repeat to deep-merge several files in order.",
+)
+_DEBUG = click.option("--debug", is_flag=True, help="Show Python tracebacks on errors.")
+
+
+def _error_boundary(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @wraps(fn)
+    def wrapper(*args: Any, debug: bool = False, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except ConfigError as exc:
+            if debug:
+                raise
+            for problem in exc.problems:
+                click.echo(f"error: {problem}", err=True)
+            sys.exit(EXIT_CONFIG)
+        except K2KError as exc:
+            if debug:
+                raise
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(EXIT_FAILURE)
+
+    return wrapper
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("k2k").setLevel(logging.INFO)
+    logging.getLogger("py4j").setLevel(logging.ERROR)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="k2k")
+def main() -> None:
+    """k2k replicates Kafka topics from a source cluster to a target cluster on Spark."""
+
+
+@main.command()
+@_FILES
+@click.option(
+    "--until-caught-up",
+    is_flag=True,
+    help="Exit 0 once every selected source partition is replicated up to the end offsets "
+    "seen at start (migrations, scripts, tests). Without it, run until SIGINT/SIGTERM.",
+)
+@click.option("-v", "--verbose", is_flag=True, help="Log planner decisions (INFO level).")
+@_DEBUG
+@_error_boundary
+def start(files: Sequence[str], until_caught_up: bool, verbose: bool) -> None:
+    """Run the replication pipeline described by the YAML file(s).
+
+    Stops cleanly on SIGINT/SIGTERM: runners commit what the target has acknowledged and
+    the process exits 0. A second signal exits at once (uncommitted work is replayed on the
+    next start: at-least-once).
+    """
+    from k2k.config import load_pipeline
+    from k2k.observability.display import final_summary, make_display
+    from k2k.pipeline.planner import Planner
+
+    _setup_logging(verbose)
+    cfg = load_pipeline(list(files))
+    display = make_display(cfg.name, tty=sys.stderr.isatty())
+    planner = Planner(cfg, until_caught_up=until_caught_up, on_tick=display)
+    signals_seen = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        signals_seen.append(signum)
+        if len(signals_seen) > 1:
+            click.echo("error: second signal, exiting without waiting", err=True)
+            sys.exit(130)
+        planner.request_stop()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        stats = planner.run()
+    finally:
+        display.close()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    click.echo(final_summary(cfg.name, stats), err=True)
+
+
+@main.command()
+@_FILES
+@_DEBUG
+@_error_boundary
+def validate(files: Sequence[str]) -> None:
+    """Load, merge and validate the pipeline; print the effective configuration.
+
+    Secrets are masked. Exit 0 when valid; otherwise print every problem, one per line,
+    and exit 2.
+    """
+    from k2k.config import load_pipeline, render_effective
+
+    cfg = load_pipeline(list(files))
+    click.echo(render_effective(cfg), nl=False)
+
+
+def _register_local() -> None:
+    from k2k.local.cli import local
+
+    main.add_command(local)
+
+
+_register_local()
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,111 @@
+"""Driver-side cluster queries, each bounded in time and naming the cluster when it fails.
+
+A :class:`ClusterView` wraps one AdminClient for one cluster (``source`` or ``target``) so
+every error message can say which cluster and which ``bootstrap.servers`` were involved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+    OffsetSpec,
+    ResourceType,
+)
+
+from k2k.clients.faults import cluster_error
+from k2k.errors import ClusterError, TopicError
+
+__all__ = ["ClusterView", "TopicInfo"]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    name: str
+    partitions: int
+
+
+class ClusterView:
+    """Runs on: driver. One cluster's metadata, offsets, configs and topic creation."""
+
+    def __init__(self, cluster: str, conf: Mapping[str, str], timeout_s: float) -> None:
+        self.cluster = cluster
+        self.bootstrap = conf.get("bootstrap.servers", "?")
+        self.timeout_s = timeout_s
+        self.admin = AdminClient(dict(conf))
+
+    def topics(self) -> dict[str, TopicInfo]:
+        """Every topic the principal can see (fails within ``timeout_s`` when unreachable)."""
+        try:
+            md = self.admin.list_topics(timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise cluster_error(exc, self.cluster, self.bootstrap, "listing topics") from None
+        out: dict[str, TopicInfo] = {}
+        for name, tmd in md.topics.items():
+            if tmd.error is not None and tmd.error.code() != KafkaError.LEADER_NOT_AVAILABLE:
+                continue
+            out[name] = TopicInfo(name, len(tmd.partitions))
+        return out
+
+    def offsets(
+        self, partitions: Iterable[tuple[str, int]], which: str, committed_only: bool = True
+    ) -> dict[tuple[str, int], int]:
+        """Earliest or latest offset per partition; ``latest`` under read_committed is the
+        last stable offset (an open transaction holds it back)."""
+        spec = OffsetSpec.earliest() if which == "earliest" else OffsetSpec.latest()
+        request = {TopicPartition(t, p): spec for t, p in partitions}
+        if not request:
+            return {}
+        level = IsolationLevel.READ_COMMITTED if committed_only else IsolationLevel.READ_UNCOMMITTED
+        try:
+            futures = self.admin.list_offsets(
+                request, isolation_level=level, request_timeout=self.timeout_s
+            )
+            return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+        except KafkaException as exc:
+            raise cluster_error(exc, self.cluster, self.bootstrap, f"listing {which} offsets") from None
+
+    def _describe(self, topic: str) -> dict:
+        res = ConfigResource(ResourceType.TOPIC, topic)
+        try:
+            return self.admin.describe_configs([res], request_timeout=self.timeout_s)[res].result()
+        except KafkaException as exc:
+            raise cluster_error(exc, self.cluster, self.bootstrap, f"describing topic {topic}") from None
+
+    def non_default_configs(self, topic: str) -> dict[str, str]:
+        """The topic's own (dynamic) configs: what a copy of the topic should carry."""
+        return {
+            name: entry.value
+            for name, entry in self._describe(topic).items()
+            if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and entry.value is not None
+        }
+
+    def topic_config(self, topic: str) -> dict[str, str]:
+        """Every effective config value of ``topic`` (defaults included)."""
+        return {n: e.value for n, e in self._describe(topic).items() if e.value is not None}
+
+    def create_topic(
+        self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str]
+    ) -> None:
+        """Create ``name``; a topic that already exists (a concurrent creator) is fine."""
+        new = NewTopic(name, partitions, replication_factor, config=dict(configs))
+        try:
+            self.admin.create_topics([new], request_timeout=self.timeout_s)[name].result()
+        except KafkaException as exc:
+            err = exc.args[0]
+            if isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                return
+            raise TopicError(
+                f"{self.cluster} cluster at {self.bootstrap}: cannot create topic {name!r}: "
+                f"{err.str() if isinstance(err, KafkaError) else exc}"
+            ) from None
+
+    def require(self, condition: bool, message: str) -> None:
+        if not condition:
+            raise ClusterError(f"{self.cluster} cluster at {self.bootstrap}: {message}")

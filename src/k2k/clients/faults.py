@@ -1,0 +1,99 @@
+"""Classify every Kafka failure once, into a named outcome.
+
+The data path and the planner never decide ad hoc what a ``KafkaError`` means: they ask
+:func:`classify`. The outcomes are
+
+* ``RETRY`` — librdkafka recovers by itself (reconnects, leader moves); keep going.
+* ``FAIL`` — the lease stops, its uncommitted work is abandoned (at-least-once: replayed
+  from the last progress record on the next start) and the pipeline reports the reason.
+
+Exactly-once will add fence-and-recreate and abort-and-replay.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from confluent_kafka import KafkaError, KafkaException
+
+from k2k.errors import ClusterError
+
+__all__ = ["Outcome", "classify", "cluster_error", "describe"]
+
+
+class Outcome(enum.Enum):
+    RETRY = "retry"
+    FAIL = "fail"
+
+
+#: Transient conditions librdkafka retries internally; surfacing them is informational.
+_TRANSIENT = frozenset(
+    {
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._TIMED_OUT,
+        KafkaError._RESOLVE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.NETWORK_EXCEPTION,
+        KafkaError.NOT_ENOUGH_REPLICAS,
+        KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    }
+)
+
+_HINTS = {
+    KafkaError.MSG_SIZE_TOO_LARGE: (
+        "the record is larger than the target allows; raise the target topic's "
+        "max.message.bytes (topicCreation.replicated.configs) and the producer's "
+        "message.max.bytes"
+    ),
+    KafkaError._MSG_TIMED_OUT: (
+        "the target did not acknowledge within message.timeout.ms; check the target cluster"
+    ),
+    KafkaError.TOPIC_AUTHORIZATION_FAILED: "grant the principal access to the topic",
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED: "grant the principal the needed cluster ACLs",
+    KafkaError.SASL_AUTHENTICATION_FAILED: "check the SASL mechanism, username and password",
+    KafkaError._AUTHENTICATION: "check the SASL/TLS settings and credentials",
+    KafkaError.UNKNOWN_TOPIC_OR_PART: "the topic or partition does not exist (was it deleted?)",
+    KafkaError._UNKNOWN_PARTITION: "the partition does not exist on the target topic",
+    KafkaError.OFFSET_OUT_OF_RANGE: (
+        "the committed progress points outside the source partition (records deleted by "
+        "retention?); reset the pipeline's progress"
+    ),
+}
+
+
+def classify(err: KafkaError) -> Outcome:
+    """Map one client error to its outcome. Fatal and unknown errors fail: never silent loss."""
+    if err.fatal():
+        return Outcome.FAIL
+    if err.code() in _TRANSIENT:
+        return Outcome.RETRY
+    return Outcome.FAIL
+
+
+def describe(err: KafkaError) -> str:
+    """One line: the broker's words plus, where we know one, what the operator can do."""
+    text = err.str() or err.name()
+    hint = _HINTS.get(err.code())
+    return f"{text} ({err.name()}): {hint}" if hint else f"{text} ({err.name()})"
+
+
+def cluster_error(
+    exc: KafkaException | KafkaError, cluster: str, bootstrap: str, doing: str
+) -> ClusterError:
+    """Wrap a failed driver-side request to ``cluster`` into a ClusterError that names it."""
+    err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else exc
+    if isinstance(err, KafkaError):
+        if err.code() in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN):
+            return ClusterError(
+                f"{cluster} cluster unreachable at {bootstrap} while {doing}: {err.str()}; "
+                f"check {cluster}.kafka.common.bootstrap.servers and that the brokers run "
+                f"(wait bounded by {cluster}.connectTimeout)"
+            )
+        return ClusterError(f"{cluster} cluster at {bootstrap} failed while {doing}: {describe(err)}")
+    return ClusterError(f"{cluster} cluster at {bootstrap} failed while {doing}: {exc}")

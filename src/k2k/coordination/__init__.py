@@ -1,0 +1,1 @@
+"""Control topics on the TARGET cluster: record formats, progress store, topic checks."""

@@ -1,0 +1,72 @@
+"""The one exception tree of k2k.
+
+Every error k2k raises on purpose derives from :class:`K2KError`; the CLI catches that root,
+prints one line and exits non-zero (see ``k2k.cli``). Anything else reaching the CLI is a bug.
+
+::
+
+    K2KError
+    ├── ConfigError            the pipeline file or a flag is wrong (user fixes the input)
+    ├── ClusterError           a cluster cannot be reached or refuses us (operator action)
+    │   └── TopicError         a topic is missing or misconfigured on a cluster
+    ├── ReplicationError       a record or batch could not be replicated (carries a locator)
+    ├── ControlRecordError     a control-topic record cannot be decoded
+    └── LocalClusterError      the embedded Kafka installation or brokers misbehave
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ClusterError",
+    "ConfigError",
+    "ControlRecordError",
+    "K2KError",
+    "LocalClusterError",
+    "ReplicationError",
+    "TopicError",
+]
+
+
+class K2KError(Exception):
+    """Root of every deliberate k2k error. ``str(err)`` is the one-line message for users."""
+
+
+class ConfigError(K2KError):
+    """Raised when the pipeline configuration or a CLI flag is invalid.
+
+    ``problems`` holds one line per problem, each naming the dotted key path, the offending
+    value and what is expected, so ``k2k validate`` can print all of them at once.
+    """
+
+    def __init__(self, problems: list[str] | str) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        super().__init__("; ".join(self.problems))
+
+
+class ClusterError(K2KError):
+    """Raised when a cluster (``source`` or ``target``) cannot be reached or rejects a request.
+
+    Operator action: check ``bootstrap.servers``, network reachability and credentials.
+    """
+
+
+class TopicError(ClusterError):
+    """Raised when a topic is missing, or a control topic has the wrong settings."""
+
+
+class ReplicationError(K2KError):
+    """Raised when records cannot be delivered to the target (e.g. a record too large).
+
+    The message carries the source locator ``topic[partition]@offset`` when one is known.
+    """
+
+
+class ControlRecordError(K2KError):
+    """Raised when a control-topic record cannot be decoded (corrupt or unknown version).
+
+    The message names the control topic, partition and offset of the bad record.
+    """
+
+
+class LocalClusterError(K2KError):
+    """Raised when the embedded Kafka clusters cannot be installed, started or stopped."""

@@ -1,0 +1,1 @@
+"""The data path: planner (Spark driver) -> runner (Spark task) -> stages (per record)."""

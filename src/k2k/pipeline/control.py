@@ -1,0 +1,99 @@
+"""The driver -> runner signal channel: "keep going" or "end this lease now".
+
+Spark has no way to tell a running Python task to finish gracefully; cancelling a job kills
+the worker and abandons its uncommitted batch. So the planner serves a one-line TCP answer
+(``run`` or ``stop``) on the driver, and every runner polls it in a background thread. A
+runner that sees ``stop`` commits what it has and returns, which makes SIGTERM, topic
+discovery and lease re-planning clean. Executors can always reach the driver in Spark, so
+this works in local mode and on clusters alike. A runner that cannot reach the driver keeps
+going until its lease deadline (the driver may be briefly busy; a dead driver makes Spark
+kill the task anyway).
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+import socket
+import socketserver
+import threading
+
+__all__ = ["LeaseControl", "StopSignal"]
+
+_POLL_INTERVAL_S = 0.25
+
+
+class LeaseControl:
+    """Runs on: driver. Answers runners' polls; ``end_lease()`` makes them wrap up."""
+
+    def __init__(self, host: str) -> None:
+        self.token = secrets.token_hex(16)
+        self._stop = threading.Event()
+        control = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self) -> None:
+                self.request.settimeout(2.0)
+                try:
+                    line = self.rfile.readline(200).strip().decode("ascii", "replace")
+                except OSError:
+                    return
+                ok = hmac.compare_digest(line, control.token)
+                answer = b"stop\n" if (not ok or control._stop.is_set()) else b"run\n"
+                self.wfile.write(answer)
+
+        class Server(socketserver.ThreadingTCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self._server = Server((host, 0), Handler)
+        self.host = host
+        self.port: int = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def address(self) -> tuple[str, int, str]:
+        return (self.host, self.port, self.token)
+
+    def end_lease(self) -> None:
+        """Ask every runner of the current lease to commit and return."""
+        self._stop.set()
+
+    def new_lease(self) -> None:
+        self._stop.clear()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class StopSignal:
+    """Runs on: executor, one per runner task. ``is_set()`` is cheap (an Event check)."""
+
+    def __init__(self, address: tuple[str, int, str] | None) -> None:
+        self._event = threading.Event()
+        self._closed = threading.Event()
+        self._address = address
+        if address is not None:
+            threading.Thread(target=self._poll, daemon=True, name="k2k-stop-signal").start()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def close(self) -> None:
+        self._closed.set()
+
+    def _poll(self) -> None:
+        assert self._address is not None
+        host, port, token = self._address
+        while not self._closed.wait(_POLL_INTERVAL_S):
+            try:
+                with socket.create_connection((host, port), timeout=2.0) as sock:
+                    sock.sendall(token.encode() + b"\n")
+                    answer = sock.makefile("rb").readline(16)
+            except OSError:
+                continue
+            if answer.startswith(b"stop"):
+                self._event.set()
+                return

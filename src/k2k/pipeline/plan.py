@@ -1,0 +1,109 @@
+"""Plain, picklable values the planner (driver) sends to runner tasks and gets back.
+
+Everything here crosses the driver/executor boundary through pickle, so it holds only
+builtins and frozen dataclasses: no clients, no locks, no config models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = [
+    "LeaseSpec",
+    "PartitionOutcome",
+    "PartitionRange",
+    "RecordOptions",
+    "RunnerGroup",
+    "RunnerSummary",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRange:
+    """One source partition a runner copies during a lease.
+
+    ``start`` is the first offset to read (the committed progress, or the resolved initial
+    offset). ``end`` is exclusive: the runner stops that partition once it has read up to
+    ``end`` (``--until-caught-up``); ``None`` means open-ended until the lease ends.
+    ``has_progress`` is False when no progress record exists yet, so the runner writes one
+    even if the partition stays empty (a later ``latest`` reset must not skip records).
+    """
+
+    topic: str
+    partition: int
+    start: int
+    end: int | None
+    has_progress: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RecordOptions:
+    """Per-pipeline record handling decided once by the planner (see ``stages``)."""
+
+    keep_headers: bool
+    keep_timestamp: bool
+    partition_by_key: bool
+    trace_topic: str | None
+    trace_partition: str | None
+    trace_offset: str | None
+    trace_pipeline: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerGroup:
+    """The source partitions one Spark task copies during one lease."""
+
+    index: int
+    ranges: tuple[PartitionRange, ...]
+
+
+@dataclass(frozen=True)
+class LeaseSpec:
+    """Everything a runner task needs for one lease (shared by all groups of the lease).
+
+    Client configurations contain credentials: they travel to executors as Spark task data
+    and are never logged.
+    """
+
+    lease_id: int
+    pipeline: str
+    commit_group: str
+    commit_topic: str
+    commit_partitions: int
+    source_consumer: dict[str, str]
+    target_producer: dict[str, str]
+    routes: dict[str, str]
+    options: RecordOptions
+    batch_size: int
+    batch_timeout_s: float
+    deadline_epoch_s: float
+    control: tuple[str, int, str] | None = None
+    flush_timeout_s: float = 60.0
+
+
+@dataclass(slots=True)
+class PartitionOutcome:
+    """What a runner achieved for one partition: ``committed`` is the progress written last."""
+
+    topic: str
+    partition: int
+    start: int
+    committed: int
+    records: int = 0
+    bytes: int = 0
+    reached_end: bool = False
+    progress_written: bool = False
+
+
+@dataclass(slots=True)
+class RunnerSummary:
+    """The small picklable result of one runner task; the planner decides what happens next.
+
+    ``error`` is a one-line message of a fault the runner could not handle (the lease's
+    uncommitted work is abandoned; committed progress stays valid).
+    """
+
+    group: int
+    partitions: list[PartitionOutcome] = field(default_factory=list)
+    error: str | None = None
+    seconds: float = 0.0

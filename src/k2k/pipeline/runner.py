@@ -1,0 +1,438 @@
+"""The runner: one Spark task copying one runner group of source partitions for one lease.
+
+Read -> stages -> write -> commit, top to bottom in :meth:`Runner._copy`:
+
+1. **read** — a librdkafka consumer assigned (never subscribed: no group membership, no
+   offset commits on the source) to the group's partitions at their progress offsets,
+   ``read_committed`` by default.
+2. **stages** — decided per topic and per pipeline before the loop (route, partition
+   mapping, headers, tracing, timestamp); the loop body only reads fields and calls
+   ``produce``.
+3. **write** — an idempotent producer to the target (per-partition order survives retries).
+4. **commit** — at-least-once: records are grouped into *epochs* of at most ``batchSize``
+   records or ``batchTimeout``. An epoch's progress records (next offset per source
+   partition) are written only once every record of that epoch, and of every earlier epoch,
+   has been acknowledged by the target. Epochs are pipelined: the loop keeps copying while
+   acknowledgements arrive, so progress lags data by about one round trip.
+
+Invariants (checked by the tests after every restart):
+  * progress for a partition never moves backwards within a lease;
+  * progress never covers a record the target has not acknowledged;
+  * nothing is ever produced to the source cluster (the runner has no source producer).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from k2k.clients.factory import build_consumer, build_producer
+from k2k.clients.faults import Outcome, classify, describe
+from k2k.coordination.formats import ProgressRecord
+from k2k.errors import K2KError, ReplicationError
+from k2k.pipeline.control import StopSignal
+from k2k.pipeline.plan import LeaseSpec, PartitionOutcome, RunnerGroup, RunnerSummary
+from k2k.pipeline.stages import murmur2_partition
+
+__all__ = ["Runner", "run_groups"]
+
+log = logging.getLogger("k2k.runner")
+
+_MAX_CONSUME_BATCH = 10_000
+_IDLE_WAIT_S = 0.05
+_PARTITION_EOF = KafkaError._PARTITION_EOF
+
+
+def run_groups(spec: LeaseSpec, groups: Iterable[RunnerGroup]) -> Iterator[RunnerSummary]:
+    """Runs on: executor, once per Spark partition of the lease job (one runner group each).
+
+    ``spec`` and the groups arrive pickled; clients are created here because they are not
+    picklable. Yields one small picklable :class:`RunnerSummary` per group: faults come back
+    inside it rather than as exceptions, so the planner alone decides what happens next.
+    """
+    for group in groups:
+        yield Runner(spec, group).run()
+
+
+class _Epoch:
+    """Records produced between two commit points, and the positions they reach.
+
+    ``outstanding`` counts records not yet acknowledged; the delivery callback runs in the
+    runner's own thread (inside ``poll``/``flush``), so no locking is needed.
+    """
+
+    __slots__ = ("error", "outstanding", "positions", "records", "started")
+
+    def __init__(self, now: float) -> None:
+        self.outstanding = 0
+        self.records = 0
+        self.started = now
+        self.positions: dict[tuple[str, int], int] | None = None
+        self.error: str | None = None
+
+    def on_delivery(self, err: KafkaError | None, msg: object) -> None:
+        self.outstanding -= 1
+        if err is not None and self.error is None:
+            self.error = (
+                f"target rejected a record for {msg.topic()}[{msg.partition()}]: "  # type: ignore[attr-defined]
+                f"{describe(err)}"
+            )
+
+
+class Runner:
+    """Runs on: executor. Copies one :class:`RunnerGroup` until its lease ends.
+
+    A lease ends at its deadline, when the driver asks (:class:`StopSignal`), or when every
+    bounded partition reached its end offset (``--until-caught-up``).
+    """
+
+    def __init__(self, spec: LeaseSpec, group: RunnerGroup) -> None:
+        self.spec = spec
+        self.group = group
+        self.outcomes = {
+            (r.topic, r.partition): PartitionOutcome(r.topic, r.partition, r.start, r.start)
+            for r in group.ranges
+        }
+        self.committed = {key: o.start for key, o in self.outcomes.items()}
+        self.unwritten = {(r.topic, r.partition) for r in group.ranges if not r.has_progress}
+        self.eof: dict[tuple[str, int], int] = {}
+        self.client_errors: list[str] = []
+        self.progress_error: str | None = None
+
+    def run(self) -> RunnerSummary:
+        """Runs on: executor. Never raises for k2k faults: they are returned in the summary."""
+        started = time.monotonic()
+        summary = RunnerSummary(self.group.index)
+        try:
+            self._copy()
+        except K2KError as exc:
+            summary.error = str(exc)
+        summary.partitions = list(self.outcomes.values())
+        summary.seconds = time.monotonic() - started
+        return summary
+
+    # -- the copy loop -------------------------------------------------------------------
+
+    def _copy(self) -> None:  # noqa: C901, PLR0912, PLR0915 - the hot loop stays in one place
+        spec = self.spec
+        opts = spec.options
+        active = [r for r in self.group.ranges if r.end is None or r.start < r.end]
+        for r in self.group.ranges:
+            if r.end is not None and r.start >= r.end:
+                self.outcomes[(r.topic, r.partition)].reached_end = True
+        if not active and not self.unwritten:
+            return
+        bounds = {(r.topic, r.partition): r.end for r in active if r.end is not None}
+        unbounded = len(active) - len(bounds)
+        assigned = [TopicPartition(r.topic, r.partition, r.start) for r in active]
+
+        consumer = build_consumer(spec.source_consumer, on_error=self._on_client_error)
+        producer = build_producer(spec.target_producer, on_error=self._on_client_error)
+        stop = StopSignal(spec.control)
+        try:
+            if assigned:
+                consumer.assign(assigned)
+            # Step 0 (decided once): per-topic and per-pipeline record handling.
+            routes = spec.routes
+            keep_headers = opts.keep_headers
+            keep_ts = opts.keep_timestamp
+            by_key = opts.partition_by_key
+            trace = _TraceHeaders(opts, spec.pipeline)
+            tracing = trace.enabled
+            produce = producer.produce
+            poll = producer.poll
+            consume = consumer.consume
+            batch_size = spec.batch_size
+            batch_timeout = spec.batch_timeout_s
+            deadline = spec.deadline_epoch_s
+            monotonic = time.monotonic
+            epoch = _Epoch(monotonic())
+            pending: deque[_Epoch] = deque()
+            total_records = 0
+            total_bytes = 0
+
+            while assigned and not stop.is_set() and time.time() < deadline:
+                # Step 1. Read: what is queued now, or wait briefly for the next record.
+                want = min(_MAX_CONSUME_BATCH, batch_size - epoch.records)
+                msgs = consume(want, 0)
+                if not msgs:
+                    poll(0)
+                    self._commit_ready(producer, pending)
+                    msgs = consume(want, _IDLE_WAIT_S)
+                cb = epoch.on_delivery
+                produced = 0
+                # Steps 2 and 3. Stages and write, per record.
+                for m in msgs:
+                    err = m.error()
+                    if err is not None:
+                        self._on_consumer_event(m, err)
+                        continue
+                    topic = m.topic()
+                    value = m.value()
+                    key = m.key()
+                    headers = m.headers() if keep_headers else None
+                    if tracing:
+                        headers = trace.add(headers, topic, m.partition(), m.offset())
+                    if keep_ts:
+                        ts = m.timestamp()[1]
+                        if ts < 0:
+                            ts = 0
+                    else:
+                        ts = 0
+                    part = -1 if by_key else m.partition()
+                    try:
+                        produce(routes[topic], value, key, part, cb, None, ts, headers)
+                    except BufferError:
+                        self._produce_when_room(producer, routes[topic], m, part, cb, ts, headers)
+                    except KafkaException as exc:
+                        raise _record_error(m, exc) from None
+                    produced += 1
+                    if value is not None:
+                        total_bytes += len(value)
+                    if key is not None:
+                        total_bytes += len(key)
+                epoch.outstanding += produced
+                epoch.records += produced
+                total_records += produced
+
+                # Range ends (--until-caught-up): stop reading partitions that reached theirs.
+                if bounds:
+                    self._retire_finished(consumer, bounds, assigned)
+                    if not bounds and not unbounded:
+                        break
+
+                # Step 4. Commit: seal the epoch at batchSize records or batchTimeout.
+                now = monotonic()
+                if epoch.records >= batch_size or (
+                    (epoch.records or self.unwritten) and now - epoch.started >= batch_timeout
+                ):
+                    epoch.positions = self._positions(consumer, assigned)
+                    pending.append(epoch)
+                    epoch = _Epoch(now)
+                poll(0)
+                self._commit_ready(producer, pending)
+
+            # Lease end: seal the last epoch, wait for every acknowledgement, write progress.
+            final = self._positions(consumer, assigned) if assigned else {}
+            for key in self.unwritten:
+                final.setdefault(key, self.committed[key])
+            epoch.positions = final
+            pending.append(epoch)
+            self._finish(producer, pending)
+            self._record_totals(total_records, total_bytes)
+        finally:
+            stop.close()
+            consumer.close()
+
+    # -- commit --------------------------------------------------------------------------
+
+    def _commit_ready(self, producer: object, pending: deque[_Epoch]) -> None:
+        """Write progress for every leading epoch whose records are all acknowledged.
+
+        1. take the oldest sealed epoch with no outstanding record (order matters: an epoch's
+           positions include every earlier epoch's records);
+        2. fail if any of its records was rejected (nothing of it is committed);
+        3. produce one progress record per partition whose position moved.
+        """
+        for ep in pending:
+            if ep.error:
+                raise ReplicationError(ep.error + self._uncommitted_ranges(ep))
+        if self.progress_error:
+            raise ReplicationError(self.progress_error)
+        while pending and pending[0].outstanding == 0:
+            ep = pending.popleft()
+            assert ep.positions is not None
+            self._write_progress(producer, ep.positions)
+
+    def _write_progress(self, producer: object, positions: dict[tuple[str, int], int]) -> None:
+        spec = self.spec
+        now_ms = int(time.time() * 1000)
+        for key, pos in positions.items():
+            before = self.committed[key]
+            if pos < before:
+                pos = before  # never move progress backwards (positions lag after a seek)
+            if pos == before and key not in self.unwritten:
+                continue
+            record = ProgressRecord(spec.commit_group, key[0], key[1], pos, spec.pipeline, now_ms)
+            k, v = record.encode()
+            producer.produce(  # type: ignore[attr-defined]
+                spec.commit_topic,
+                v,
+                k,
+                murmur2_partition(k, spec.commit_partitions),
+                self._on_progress_delivery,
+            )
+            self.committed[key] = pos
+            self.outcomes[key].committed = pos
+            self.outcomes[key].progress_written = True
+            self.unwritten.discard(key)
+
+    def _finish(self, producer: object, pending: deque[_Epoch]) -> None:
+        """Lease end: 1 flush data, 2 write remaining progress, 3 flush progress."""
+        # Step 1. Every produced record acknowledged (or failed) within the flush timeout.
+        left = producer.flush(self.spec.flush_timeout_s)  # type: ignore[attr-defined]
+        if left:
+            raise ReplicationError(
+                f"the target did not acknowledge {left} records within "
+                f"{self.spec.flush_timeout_s:.0f} s; nothing after the last progress is committed"
+            )
+        # Step 2. Progress for every epoch (all are complete now).
+        self._commit_ready(producer, pending)
+        # Step 3. The progress records themselves are acknowledged.
+        left = producer.flush(self.spec.flush_timeout_s)  # type: ignore[attr-defined]
+        if left or self.progress_error:
+            raise ReplicationError(
+                self.progress_error or f"{left} progress records were not acknowledged"
+            )
+
+    def _on_progress_delivery(self, err: KafkaError | None, msg: object) -> None:
+        if err is not None and self.progress_error is None:
+            self.progress_error = (
+                f"could not write progress to {self.spec.commit_topic}: {describe(err)}"
+            )
+
+    # -- positions and range ends --------------------------------------------------------
+
+    def _positions(
+        self, consumer: object, assigned: list[TopicPartition]
+    ) -> dict[tuple[str, int], int]:
+        """Next offset to read per partition: the consumer's position, or the offset of a
+        partition-EOF event past it (read_committed: transaction markers and aborted records
+        occupy offsets that are never delivered)."""
+        out: dict[tuple[str, int], int] = {}
+        for tp in consumer.position(assigned):  # type: ignore[attr-defined]
+            key = (tp.topic, tp.partition)
+            pos = max(tp.offset, self.eof.get(key, -1), self.committed[key])
+            out[key] = pos
+        return out
+
+    def _retire_finished(
+        self,
+        consumer: object,
+        bounds: dict[tuple[str, int], int | None],
+        assigned: list[TopicPartition],
+    ) -> None:
+        positions = self._positions(consumer, [tp for tp in assigned if (tp.topic, tp.partition) in bounds])
+        finished = [key for key, pos in positions.items() if pos >= (bounds[key] or 0)]
+        if not finished:
+            return
+        done = set(finished)
+        tps = [tp for tp in assigned if (tp.topic, tp.partition) in done]
+        consumer.pause(tps)  # type: ignore[attr-defined]
+        for key in finished:
+            del bounds[key]
+            self.outcomes[key].reached_end = True
+
+    # -- faults --------------------------------------------------------------------------
+
+    def _on_consumer_event(self, m: object, err: KafkaError) -> None:
+        if err.code() == _PARTITION_EOF:
+            self.eof[(m.topic(), m.partition())] = m.offset()  # type: ignore[attr-defined]
+            return
+        where = f"{m.topic()}[{m.partition()}]"  # type: ignore[attr-defined]
+        if classify(err) is Outcome.RETRY:
+            log.warning("source %s: %s (retrying)", where, describe(err))
+            return
+        raise ReplicationError(f"reading source {where} failed: {describe(err)}")
+
+    def _on_client_error(self, err: KafkaError) -> None:
+        """librdkafka's global error callback: transient ones are logged, fatal ones fail."""
+        if classify(err) is Outcome.FAIL and err.fatal():
+            self.progress_error = f"fatal client error: {describe(err)}"
+        elif len(self.client_errors) < 20:
+            self.client_errors.append(describe(err))
+
+    @staticmethod
+    def _produce_when_room(
+        producer: object,
+        topic: str,
+        m: object,
+        part: int,
+        cb: object,
+        ts: int,
+        headers: object,
+    ) -> None:
+        """The producer queue is full: serve acknowledgements until there is room."""
+        while True:
+            producer.poll(0.05)  # type: ignore[attr-defined]
+            try:
+                producer.produce(topic, m.value(), m.key(), part, cb, None, ts, headers)  # type: ignore[attr-defined]
+                return
+            except BufferError:
+                continue
+            except KafkaException as exc:
+                raise _record_error(m, exc) from None
+
+    def _uncommitted_ranges(self, ep: _Epoch) -> str:
+        if not ep.positions:
+            return ""
+        parts = [
+            f"{t}[{p}]@{self.committed[(t, p)]}..{pos - 1}"
+            for (t, p), pos in sorted(ep.positions.items())
+            if pos > self.committed[(t, p)]
+        ]
+        return f" (uncommitted source ranges: {', '.join(parts)})" if parts else ""
+
+    def _record_totals(self, records: int, nbytes: int) -> None:
+        # Totals are reported once per runner on its first partition outcome; the planner
+        # only sums them.
+        first = next(iter(self.outcomes.values()), None)
+        if first is not None:
+            first.records = records
+            first.bytes = nbytes
+
+
+def _record_error(m: object, exc: KafkaException) -> ReplicationError:
+    err = exc.args[0]
+    detail = describe(err) if isinstance(err, KafkaError) else str(exc)
+    size = len(m.value() or b"") + len(m.key() or b"")  # type: ignore[attr-defined]
+    return ReplicationError(
+        f"cannot replicate {m.topic()}[{m.partition()}]@{m.offset()} "  # type: ignore[attr-defined]
+        f"({size} bytes): {detail}"
+    )
+
+
+class _TraceHeaders:
+    """Tracing headers, with everything but the offset encoded once per topic/partition."""
+
+    __slots__ = ("_cache", "enabled", "names", "pipeline")
+
+    def __init__(self, opts: object, pipeline: str) -> None:
+        self.names = (
+            opts.trace_topic,  # type: ignore[attr-defined]
+            opts.trace_partition,  # type: ignore[attr-defined]
+            opts.trace_offset,  # type: ignore[attr-defined]
+            opts.trace_pipeline,  # type: ignore[attr-defined]
+        )
+        self.enabled = any(self.names)
+        self.pipeline = pipeline.encode()
+        self._cache: dict[tuple[str, int], tuple[list, list]] = {}
+
+    def add(self, headers: list | None, topic: str, partition: int, offset: int) -> list:
+        fixed = self._cache.get((topic, partition))
+        if fixed is None:
+            fixed = self._fixed(topic, partition)
+        out = headers if headers is not None else []
+        out.extend(fixed[0])
+        if self.names[2]:
+            out.append((self.names[2], str(offset).encode()))
+        out.extend(fixed[1])
+        return out
+
+    def _fixed(
+        self, topic: str, partition: int
+    ) -> tuple[list[tuple[str, bytes]], list[tuple[str, bytes]]]:
+        """Headers before the offset (topic, partition) and after it (pipeline)."""
+        t, p, _, pl = self.names
+        before = []
+        if t:
+            before.append((t, topic.encode()))
+        if p:
+            before.append((p, str(partition).encode()))
+        after = [(pl, self.pipeline)] if pl else []
+        self._cache[(topic, partition)] = (before, after)
+        return before, after

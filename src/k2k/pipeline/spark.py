@@ -1,0 +1,52 @@
+"""The Spark session k2k runs its leases on.
+
+Runs on: driver, once per ``k2k start``. The k2k package must be importable on executors:
+locally (``local[N]``, or a standalone cluster on this machine) workers use this very
+interpreter (``PYSPARK_PYTHON``); for other masters the package is also shipped as a zip
+with ``addPyFile`` (its dependencies, confluent-kafka above all, must be installed on the
+executors' Python).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+__all__ = ["start_spark"]
+
+_QUIET_LOG = Path(__file__).with_name("spark-log4j2.properties")
+
+#: Spark settings k2k chooses unless ``spark.conf`` says otherwise.
+SPARK_DEFAULTS: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.python.worker.reuse": "true",
+    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_QUIET_LOG}",
+    "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_QUIET_LOG}",
+}
+
+
+def start_spark(app_name: str, master: str, conf: dict[str, str]):  # -> SparkSession
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession  # imported late: pyspark is slow to import
+
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in {**SPARK_DEFAULTS, **conf}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    if not master.startswith("local"):
+        spark.sparkContext.addPyFile(_package_zip())
+    return spark
+
+
+def _package_zip() -> str:
+    """Zip the installed k2k package so remote executors can import it."""
+    package_dir = Path(__file__).resolve().parents[1]
+    out = Path(tempfile.mkdtemp(prefix="k2k-pyfiles-")) / "k2k"
+    archive = shutil.make_archive(str(out), "zip", root_dir=package_dir.parent, base_dir="k2k")
+    return archive

@@ -1,0 +1,80 @@
+"""Fixtures for pipeline tests: one shared local[2] Spark session, pipeline files, runs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from k2k.config import load_pipeline
+from k2k.pipeline.planner import Planner, PipelineStats
+
+K2K = [sys.executable, "-m", "k2k.cli"]
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from k2k.pipeline.spark import start_spark
+
+    session = start_spark("k2k-tests", "local[2]", {})
+    yield session
+    session.stop()
+
+
+def pipeline_dict(clusters, name: str, topic: Any, **sections: Any) -> dict[str, Any]:
+    """A K2K-layout pipeline for the test clusters; ``sections`` deep-update it."""
+    doc: dict[str, Any] = {
+        "name": name,
+        "features": {
+            "autoCreateTopics": "enabled",
+            "autoCreateControlTopics": "enabled",
+            "headerReplication": "enabled",
+        },
+        "source": {"kafka": {"common": {"bootstrap.servers": clusters.source}}},
+        "target": {"kafka": {"common": {"bootstrap.servers": clusters.target}}},
+        "replication": [
+            {"source": {"name": "source", "topic": topic}},
+            {"sink": {"name": "sink", "topic": "source", "partition": "source"}},
+        ],
+        "coordination": {"commit": {"topic": f"__k2k_progress-{name}", "batchTimeout": "200 milliseconds"}},
+        "spark": {"master": "local[2]", "leaseDuration": "60 seconds"},
+    }
+    _deep_update(doc, sections)
+    return doc
+
+
+def _deep_update(base: dict[str, Any], extra: dict[str, Any]) -> None:
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _deep_update(base[key], value)
+        else:
+            base[key] = value
+
+
+def write_pipeline(tmp_path: Path, doc: dict[str, Any], name: str = "pipeline.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def run_until_caught_up(spark, tmp_path: Path, doc: dict[str, Any]) -> PipelineStats:
+    """Run the pipeline in-process on the shared Spark session until caught up."""
+    cfg = load_pipeline([write_pipeline(tmp_path, doc)])
+    return Planner(cfg, until_caught_up=True, spark=spark).run()
+
+
+def k2k_cli(*args: str, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run the real ``k2k`` CLI in a subprocess (its own Spark driver)."""
+    return subprocess.run(
+        [*K2K, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )

@@ -1,0 +1,132 @@
+"""Crash and restart: kill -9 mid-run loses nothing; duplicates only from uncommitted batches."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from k2k.coordination.progress import ProgressStore
+from tests.integration.conftest import K2K, k2k_cli, pipeline_dict, write_pipeline
+from tests.kafkautil import create_topic, eventually, produce, read_all
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 4
+TOTAL = 120_000
+
+
+def _committed(clusters, topic: str, group: str) -> dict[tuple[str, int], int]:
+    store = ProgressStore(
+        {"bootstrap.servers": clusters.target},
+        topic,
+        group,
+        sync_timeout_s=30,
+        on_sync_timeout="fail",
+        on_bad_record="fail",
+    )
+    try:
+        return {tp: rec.offset for tp, rec in store.load().items()}
+    finally:
+        store.close()
+
+
+def _source_offsets(rec) -> int:
+    return int(dict(rec.headers)["k2k_offset"])
+
+
+def test_kill_9_mid_run_then_restart_loses_nothing(clusters, tmp_path, topic_name):
+    t = topic_name("crash")
+    name = topic_name("pcrash")
+    create_topic(clusters.source, t, PARTITIONS)
+    doc = pipeline_dict(
+        clusters,
+        name,
+        [t],
+        features={"tracingHeaders": {"offset": "enabled"}},
+        coordination={"commit": {"topic": f"__k2k_progress-{name}", "batchSize": 500, "batchTimeout": "100 milliseconds"}},
+    )
+    path = write_pipeline(tmp_path, doc)
+    commit_topic = doc["coordination"]["commit"]["topic"]
+
+    # A producer writes steadily while the replicator runs, so the kill lands mid-stream.
+    def steady_producer() -> None:
+        for chunk in range(60):
+            base = chunk * (TOTAL // 60)
+            produce(
+                clusters.source,
+                t,
+                [(i % PARTITIONS, f"k{i}".encode(), f"v{i}".encode(), [], 1_700_000_000_000 + i) for i in range(base, base + TOTAL // 60)],
+            )
+            time.sleep(0.05)  # pacing the load generator, not synchronisation
+
+    writer = threading.Thread(target=steady_producer)
+    writer.start()
+    proc = subprocess.Popen([*K2K, "start", "-f", str(path)], start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        eventually(
+            lambda: sum(_committed(clusters, commit_topic, name).values()) > 10_000,
+            expected=True,
+            timeout=120,
+        )
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver, its JVM and its Python workers at once
+        proc.wait(30)
+    writer.join()
+    at_kill = _committed(clusters, commit_topic, name)
+    written_before_restart = {p: [_source_offsets(r) for r in recs] for p, recs in read_all(clusters.target, t).items()}
+
+    result = k2k_cli("start", "--until-caught-up", "-f", str(path))
+    assert result.returncode == 0, result.stderr
+
+    src = read_all(clusters.source, t)
+    dst = read_all(clusters.target, t)
+    total_dups = 0
+    for p in range(PARTITIONS):
+        offsets = [_source_offsets(r) for r in dst[p]]
+        # No loss: every source record is on the target.
+        assert set(offsets) == {r.offset for r in src[p]}
+        # Order: one ascending run, then (after the restart) a second ascending run that
+        # starts exactly at the progress committed before the kill.
+        before = written_before_restart.get(p, [])
+        assert offsets[: len(before)] == before == sorted(before)
+        after = offsets[len(before) :]
+        assert after == sorted(after)
+        restart_at = at_kill.get((t, p), 0)
+        if after:
+            assert after[0] == restart_at or (not before and after[0] == 0)
+        # Duplicates are only records at or past the committed progress (uncommitted batches).
+        dups = [o for o in after if o in set(before)]
+        assert all(o >= restart_at for o in dups)
+        assert dups == list(range(restart_at, restart_at + len(dups)))
+        total_dups += len(dups)
+        # Content is the source's, record for record (key, value) in source-offset order.
+        by_offset = {r.offset: (r.key, r.value) for r in src[p]}
+        assert all((r.key, r.value) == by_offset[_source_offsets(r)] for r in dst[p])
+    print(f"kill -9 restart: {sum(len(v) for v in src.values())} source records, {total_dups} duplicates")
+
+
+def test_sigterm_stops_cleanly_and_commits_everything(clusters, tmp_path, topic_name):
+    t = topic_name("term")
+    name = topic_name("pterm")
+    create_topic(clusters.source, t, 2)
+    produce(clusters.source, t, [(i % 2, b"k", f"v{i}".encode(), [], 1_700_000_000_000 + i) for i in range(5000)])
+    path = write_pipeline(tmp_path, pipeline_dict(clusters, name, [t]))
+    proc = subprocess.Popen([*K2K, "start", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        eventually(lambda: sum(len(v) for v in read_all(clusters.target, t, timeout=5).values()) if t else 0, expected=5000, timeout=120)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert time.monotonic() - started < 30
+    commit_topic = f"__k2k_progress-{name}"
+    assert _committed(clusters, commit_topic, name) == {(t, 0): 2500, (t, 1): 2500}
+    assert "Traceback" not in err

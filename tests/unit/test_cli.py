@@ -1,0 +1,161 @@
+"""The CLI as users meet it: --help everywhere, and bad input -> one clear line per problem."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+K2K = [sys.executable, "-m", "k2k.cli"]
+
+GOOD = {
+    "name": "demo",
+    "source": {"kafka": {"common": {"bootstrap.servers": "127.0.0.1:19092"}}},
+    "target": {"kafka": {"common": {"bootstrap.servers": "127.0.0.1:29092"}}},
+    "replication": [{"source": {"topic": "orders.*"}}, {"sink": {"topic": "source", "partition": "source"}}],
+}
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*K2K, *args], capture_output=True, text=True, timeout=60, cwd=cwd, check=False)
+
+
+def with_changes(tmp_path: Path, mutate) -> Path:
+    doc = yaml.safe_load(yaml.safe_dump(GOOD))
+    mutate(doc)
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--help"], ["start", "--help"], ["validate", "--help"], ["local", "--help"], ["local", "up", "--help"], ["local", "down", "--help"], ["local", "status", "--help"]],
+)
+def test_every_command_has_help(argv):
+    result = run(*argv)
+    assert result.returncode == 0
+    assert "Usage:" in result.stdout
+    assert "--help" in result.stdout
+
+
+def test_validate_prints_effective_config_with_secrets_masked(tmp_path):
+    def add_secret(doc):
+        doc["source"]["kafka"]["common"].update(
+            {
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "PLAIN",
+                "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="hunter2-secret";',
+            }
+        )
+
+    result = run("validate", "-f", str(with_changes(tmp_path, add_secret)))
+    assert result.returncode == 0, result.stderr
+    assert "hunter2-secret" not in result.stdout + result.stderr
+    effective = yaml.safe_load(result.stdout)
+    assert effective["name"] == "demo"
+    assert effective["coordination"]["commit"]["batchSize"] == 1000
+
+
+def _set(path: str, value):
+    def mutate(doc):
+        node = doc
+        keys = path.split(".")
+        for k in keys[:-1]:
+            node = node.setdefault(k, {}) if not k.isdigit() else node[int(k)]
+        node[keys[-1] if not keys[-1].isdigit() else int(keys[-1])] = value
+
+    return mutate
+
+
+def _chain(*mutations):
+    def mutate(doc):
+        for m in mutations:
+            m(doc)
+
+    return mutate
+
+
+BAD_INPUTS = {
+    "unknown-top-level-key": (_set("nmae", "x"), ["nmae", "did you mean 'name'"]),
+    "unknown-feature": (_set("features.exactlyOnse", "enabled"), ["features.exactlyOnse", "exactlyOnce"]),
+    "wrong-type": (_set("coordination.commit.batchSize", "many"), ["coordination.commit.batchSize", "many"]),
+    "batch-size-zero": (_set("coordination.commit.batchSize", 0), ["coordination.commit.batchSize", "0"]),
+    "invalid-regex": (_set("replication.0.source.topic", "orders["), ["source.topic", "orders["]),
+    "bad-duration": (_set("coordination.commit.batchTimeout", "2 parsecs"), ["coordination.commit.batchTimeout", "2 parsecs"]),
+    "bare-number-duration": (_set("coordination.commit.batchTimeout", 2000), ["coordination.commit.batchTimeout", "2000"]),
+    "missing-bootstrap": (_set("target.kafka.common", {}), ["target.kafka.common.bootstrap.servers", "missing"]),
+    "unsupported-client-property": (_set("source.kafka.consumer", {"max.poll.records": 500}), ["source.kafka.consumer.max.poll.records", "not supported"]),
+    "auto-commit": (_set("source.kafka.consumer", {"enable.auto.commit": "true"}), ["source.kafka.consumer.enable.auto.commit"]),
+    "jks-truststore": (_set("source.kafka.common.ssl.truststore.location", "/x/trust.jks"), ["ssl.truststore"]),
+    "exactly-once-not-yet": (_set("features.exactlyOnce", "enabled"), ["features.exactlyOnce", "not supported yet"]),
+    "bad-feature-value": (_set("features.headerReplication", "maybe"), ["features.headerReplication", "maybe", "enabled"]),
+    "bad-partition-mapping": (_set("replication.1.sink.partition", "random"), ["sink.partition", "random"]),
+    "bad-static-topic": (_set("replication.1.sink.topic", "bad topic!"), ["sink.topic", "bad topic!"]),
+    "unset-env-placeholder": (_set("source.kafka.common.sasl.username", "${env:K2K_TEST_SURELY_UNSET}"), ["source.kafka.common.sasl.username", "K2K_TEST_SURELY_UNSET"]),
+    "missing-file-placeholder": (_set("source.kafka.common.sasl.password", "${file:/nonexistent/k2k-secret}"), ["source.kafka.common.sasl.password", "/nonexistent/k2k-secret"]),
+    "duplicate-tracing-headers": (_set("tracing.headers", {"topic": "same", "offset": "same"}), ["tracing.headers", "same"]),
+    "conflicting-commit-spellings": (
+        _chain(_set("coordination.commit.batchSize", 10), _set("coordination.kafka.commit.batchSize", 20)),
+        ["coordination.commit", "coordination.kafka.commit"],
+    ),
+    "two-sources": (lambda d: d["replication"].append({"source": {"topic": "x"}}), ["replication", "source"]),
+    "missing-sink": (lambda d: d["replication"].pop(), ["replication", "sink"]),
+    "missing-name": (lambda d: d.pop("name"), ["name"]),
+    "bad-on-commit-sync-timeout": (_set("errorHandling.onCommitSyncTimeout", "retry"), ["errorHandling.onCommitSyncTimeout", "retry"]),
+    "negative-parallelism": (_set("spark.parallelism", -1), ["spark.parallelism", "-1"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_input_gets_one_clear_line(tmp_path, case):
+    mutate, needles = BAD_INPUTS[case]
+    result = run("validate", "-f", str(with_changes(tmp_path, mutate)))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    for needle in needles:
+        assert needle in lines[0], f"{needle!r} not in {lines[0]!r}"
+
+
+def test_missing_file_and_bad_yaml(tmp_path):
+    result = run("validate", "-f", str(tmp_path / "nope.yaml"))
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "nope.yaml" in result.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nsource: [unclosed\n")
+    result = run("validate", "-f", str(bad))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "bad.yaml" in result.stderr and "line" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_several_problems_are_all_reported(tmp_path):
+    mutate = _chain(_set("nmae", "x"), _set("coordination.commit.batchSize", 0), _set("features.headerReplication", "maybe"))
+    result = run("validate", "-f", str(with_changes(tmp_path, mutate)))
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 3 and all(ln.startswith("error: ") for ln in lines)
+
+
+def test_files_deep_merge_in_order(tmp_path):
+    base = with_changes(tmp_path, lambda d: None)
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text("coordination:\n  commit:\n    batchSize: 42\nname: merged\n")
+    result = run("validate", "-f", str(base), "-f", str(overlay))
+    assert result.returncode == 0, result.stderr
+    effective = yaml.safe_load(result.stdout)
+    assert effective["name"] == "merged"
+    assert effective["coordination"]["commit"]["batchSize"] == 42
+    assert effective["source"]["kafka"]["common"]["bootstrap.servers"] == "127.0.0.1:19092"
+
+
+def test_unknown_flag_is_a_clear_error():
+    result = run("start", "--until-caught", "-f", "x.yaml")
+    assert result.returncode == 2
+    assert "No such option" in result.stderr and "Traceback" not in result.stderr
