@@ -46,8 +46,14 @@ def reset(admin: AdminClient, names: list[str]) -> None:
 
 def forget_progress() -> None:
     """Tombstone the demo pipeline's progress so the replication starts from the beginning."""
-    store = ProgressStore({"bootstrap.servers": TARGET}, "__k2k_consumer-offsets", "demo-dr",
-                          sync_timeout_s=30, on_sync_timeout="fail", on_bad_record="ignore")
+    store = ProgressStore(
+        {"bootstrap.servers": TARGET},
+        "__k2k_consumer-offsets",
+        "demo-dr",
+        sync_timeout_s=30,
+        on_sync_timeout="fail",
+        on_bad_record="ignore",
+    )
     try:
         latest = store.load()
     finally:
@@ -65,7 +71,9 @@ def forget_progress() -> None:
 def _partition_of(key: bytes) -> int:
     from k2k.pipeline.stages import murmur2_partition
 
-    md = AdminClient({"bootstrap.servers": TARGET}).list_topics("__k2k_consumer-offsets", timeout=10)
+    md = AdminClient({"bootstrap.servers": TARGET}).list_topics(
+        "__k2k_consumer-offsets", timeout=10
+    )
     return murmur2_partition(key, len(md.topics["__k2k_consumer-offsets"].partitions))
 
 
@@ -73,7 +81,9 @@ def load_sample_data() -> None:
     admin = AdminClient({"bootstrap.servers": SOURCE})
     for f in admin.create_topics([NewTopic(t, n, 1) for t, n in TOPICS.items()]).values():
         f.result()
-    producer = Producer({"bootstrap.servers": SOURCE, "linger.ms": 20, "queue.buffering.max.messages": 500_000})
+    producer = Producer(
+        {"bootstrap.servers": SOURCE, "linger.ms": 20, "queue.buffering.max.messages": 500_000}
+    )
     rng = random.Random(2026)
     now = int(time.time() * 1000) - 3_600_000
     for topic, count in RECORDS.items():
@@ -84,12 +94,16 @@ def load_sample_data() -> None:
             headers = [("source-app", b"demo"), ("seq", str(i).encode())]
             while True:
                 try:
-                    producer.produce(topic, value, key, i % parts, timestamp=now + i, headers=headers)
+                    producer.produce(
+                        topic, value, key, i % parts, timestamp=now + i, headers=headers
+                    )
                     break
                 except BufferError:
                     producer.poll(0.05)
         producer.flush(60)
-    console.print(f"[bold]loaded[/bold] {sum(RECORDS.values()):,} records into {len(TOPICS)} topics on the source cluster {SOURCE}")
+    console.print(
+        f"[bold]loaded[/bold] {sum(RECORDS.values()):,} records into {len(TOPICS)} topics on the source cluster {SOURCE}"
+    )
 
 
 def counts(bootstrap: str, topic: str) -> list[int]:
@@ -106,7 +120,9 @@ def counts(bootstrap: str, topic: str) -> list[int]:
 
 
 def first_record(bootstrap: str, topic: str):
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "k2k-demo-reader", "enable.auto.commit": False})
+    c = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "k2k-demo-reader", "enable.auto.commit": False}
+    )
     try:
         c.assign([TopicPartition(topic, 0, 0)])
         return c.poll(10)
@@ -120,7 +136,13 @@ def show_result() -> None:
         table.add_column(col)
     for topic in TOPICS:
         src, dst = counts(SOURCE, topic), counts(TARGET, f"dr.{topic}")
-        table.add_row(topic, f"{sum(src):,}", f"dr.{topic}", f"{sum(dst):,}", "yes" if src == dst else f"NO {src} vs {dst}")
+        table.add_row(
+            topic,
+            f"{sum(src):,}",
+            f"dr.{topic}",
+            f"{sum(dst):,}",
+            "yes" if src == dst else f"NO {src} vs {dst}",
+        )
     console.print(table)
     rec = first_record(TARGET, "dr.demo.orders")
     if rec is not None and rec.error() is None:
@@ -141,15 +163,25 @@ def main() -> None:
         load_sample_data()
     except KafkaException as exc:
         sys.exit(f"error: preparing the demo data failed: {exc}")
-    console.print(f"[bold]running[/bold] k2k start --until-caught-up -f {PIPELINE.relative_to(ROOT)}")
+    console.print(
+        f"[bold]running[/bold] k2k start --until-caught-up -f {PIPELINE.relative_to(ROOT)}"
+    )
     env = {**os.environ, "K2K_DEMO_SOURCE": SOURCE, "K2K_DEMO_TARGET": TARGET}
     started = time.monotonic()
-    result = subprocess.run([str(ROOT / ".venv" / "bin" / "k2k"), "start", "--until-caught-up", "-f", str(PIPELINE)], env=env, check=False)
+    result = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "k2k"), "start", "--until-caught-up", "-f", str(PIPELINE)],
+        env=env,
+        check=False,
+    )
     if result.returncode != 0:
         sys.exit(result.returncode)
-    console.print(f"replication finished in {time.monotonic() - started:.1f} s (including Spark start-up)")
+    console.print(
+        f"replication finished in {time.monotonic() - started:.1f} s (including Spark start-up)"
+    )
     show_result()
-    console.print("the clusters keep running: [bold].venv/bin/k2k local status[/bold], [bold].venv/bin/k2k local down[/bold]")
+    console.print(
+        "the clusters keep running: [bold].venv/bin/k2k local status[/bold], [bold].venv/bin/k2k local down[/bold]"
+    )
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from k2k.config import load_pipeline
-from k2k.pipeline.planner import Planner, PipelineStats
+from k2k.pipeline.planner import PipelineStats, Planner
 
 K2K = [sys.executable, "-m", "k2k.cli"]
 
@@ -41,7 +41,9 @@ def pipeline_dict(clusters, name: str, topic: Any, **sections: Any) -> dict[str,
             {"source": {"name": "source", "topic": topic}},
             {"sink": {"name": "sink", "topic": "source", "partition": "source"}},
         ],
-        "coordination": {"commit": {"topic": f"__k2k_progress-{name}", "batchTimeout": "200 milliseconds"}},
+        "coordination": {
+            "commit": {"topic": f"__k2k_progress-{name}", "batchTimeout": "200 milliseconds"}
+        },
         "spark": {"master": "local[2]", "leaseDuration": "60 seconds"},
     }
     _deep_update(doc, sections)
@@ -68,7 +70,9 @@ def run_until_caught_up(spark, tmp_path: Path, doc: dict[str, Any]) -> PipelineS
     return Planner(cfg, until_caught_up=True, spark=spark).run()
 
 
-def k2k_cli(*args: str, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def k2k_cli(
+    *args: str, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """Run the real ``k2k`` CLI in a subprocess (its own Spark driver)."""
     return subprocess.run(
         [*K2K, *args],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 
@@ -20,32 +21,46 @@ def _count(bootstrap: str, topic: str) -> int:
     return sum(len(v) for v in read_all(bootstrap, topic, timeout=10).values())
 
 
-def test_new_topic_is_replicated_while_running_internal_topics_never(clusters, tmp_path, topic_name):
-    first = topic_name("disc")
-    stem = first.rsplit("-", 1)[0]
+def test_new_topic_is_replicated_while_running_internal_topics_never(
+    clusters, tmp_path, topic_name
+):
+    stem = topic_name("disc")
+    first = f"{stem}-first"
     later = f"{stem}-later"
     internal = [f"__{stem}-x", f".{stem}-hidden", f"{stem}.checkpoints.internal"]
     name = topic_name("pdisc")
     control = f"{stem}-control"  # a control topic the regex also matches
     create_topic(clusters.source, first, 2)
-    produce(clusters.source, first, [(i % 2, b"k", b"first", [], 1_700_000_000_000 + i) for i in range(100)])
+    produce(
+        clusters.source,
+        first,
+        [(i % 2, b"k", b"first", [], 1_700_000_000_000 + i) for i in range(100)],
+    )
     doc = pipeline_dict(
         clusters,
         name,
-        f"(__|\\.)?{stem}.*",
+        f"(__|\\.)?{re.escape(stem)}.*",
         coordination={"commit": {"topic": control}},
     )
     doc["replication"][0]["source"]["discoveryInterval"] = "1 second"
     path = write_pipeline(tmp_path, doc)
-    proc = subprocess.Popen([*K2K, "start", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*K2K, "start", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         eventually(lambda: _count(clusters.target, first), expected=100, timeout=120)
         for t in [*internal, control]:  # a source topic named like our control topic, too
             create_topic(clusters.source, t, 1)
             produce(clusters.source, t, [(0, b"k", b"internal", [], 1_700_000_000_000)])
         create_topic(clusters.source, later, 3)
-        produce(clusters.source, later, [(i % 3, b"k", b"later", [], 1_700_000_000_000 + i) for i in range(30)])
-        source_ends = {t: end_offsets(clusters.source, t) for t in [first, later, control, *internal]}
+        produce(
+            clusters.source,
+            later,
+            [(i % 3, b"k", b"later", [], 1_700_000_000_000 + i) for i in range(30)],
+        )
+        source_ends = {
+            t: end_offsets(clusters.source, t) for t in [first, later, control, *internal]
+        }
 
         eventually(lambda: _count(clusters.target, later), expected=30, timeout=60)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
@@ -20,7 +21,9 @@ def content(recs):
     return [(r.key, r.value, list(r.headers), r.timestamp) for r in recs]
 
 
-def test_100k_records_two_topics_six_partitions_identical_per_partition(clusters, spark, tmp_path, topic_name):
+def test_100k_records_two_topics_six_partitions_identical_per_partition(
+    clusters, spark, tmp_path, topic_name
+):
     rng = random.Random(7)
     topics = [topic_name("orders"), topic_name("payments")]
     for t in topics:
@@ -35,7 +38,9 @@ def test_100k_records_two_topics_six_partitions_identical_per_partition(clusters
     source_topics_before = list_topics(clusters.source)
     source_ends_before = {t: end_offsets(clusters.source, t) for t in topics}
 
-    stats = run_until_caught_up(spark, tmp_path, pipeline_dict(clusters, topic_name("p100k"), topics))
+    stats = run_until_caught_up(
+        spark, tmp_path, pipeline_dict(clusters, topic_name("p100k"), topics)
+    )
 
     for t in topics:
         src, dst = read_all(clusters.source, t), read_all(clusters.target, t)
@@ -63,10 +68,16 @@ def test_awkward_records_survive_byte_for_byte(clusters, spark, tmp_path, topic_
         (0, b"many-headers", b"v", many, BASE_TS + 5),
         (1, b"dup-headers", b"v", [("h", b"1"), ("h", b"2"), ("h", b"1")], BASE_TS + 6),
         (1, b"big", big, [("size", b"1MB")], BASE_TS + 7),
-        (1, b"\xff\x00\xfe\x80", b"\x00\xc3\x28\xa0\xa1\xe2\x28\xa1", [("bin", b"\xff\xfe\x00")], BASE_TS + 8),
+        (
+            1,
+            b"\xff\x00\xfe\x80",
+            b"\x00\xc3\x28\xa0\xa1\xe2\x28\xa1",
+            [("bin", b"\xff\xfe\x00")],
+            BASE_TS + 8,
+        ),
         (1, b"", b"", [("empty", b"")], BASE_TS + 9),
     ]
-    produce(clusters.source, t, records)
+    produce(clusters.source, t, records, **{"message.max.bytes": 5_000_000})
 
     run_until_caught_up(spark, tmp_path, pipeline_dict(clusters, topic_name("pawk"), [t]))
 
@@ -78,7 +89,9 @@ def test_awkward_records_survive_byte_for_byte(clusters, spark, tmp_path, topic_
     assert [h for h in dst[1][0].headers] == [("h", b"1"), ("h", b"2"), ("h", b"1")]
 
 
-def test_headers_dropped_and_timestamps_replaced_when_disabled(clusters, spark, tmp_path, topic_name):
+def test_headers_dropped_and_timestamps_replaced_when_disabled(
+    clusters, spark, tmp_path, topic_name
+):
     t = topic_name("nohdr")
     create_topic(clusters.source, t, 1)
     produce(clusters.source, t, [(0, b"k", b"v", [("h", b"x")], BASE_TS)])
@@ -107,7 +120,11 @@ def test_headers_dropped_and_timestamps_replaced_when_disabled(clusters, spark, 
 def test_routing_renames_topics(clusters, spark, tmp_path, topic_name, routing, expected):
     t = topic_name("route")
     create_topic(clusters.source, t, 3)
-    produce(clusters.source, t, [(i % 3, f"k{i}".encode(), f"v{i}".encode(), [], BASE_TS + i) for i in range(300)])
+    produce(
+        clusters.source,
+        t,
+        [(i % 3, f"k{i}".encode(), f"v{i}".encode(), [], BASE_TS + i) for i in range(300)],
+    )
     doc = pipeline_dict(clusters, topic_name("proute"), [t])
     doc["replication"][1]["sink"]["topic"] = routing
     run_until_caught_up(spark, tmp_path, doc)
@@ -115,12 +132,18 @@ def test_routing_renames_topics(clusters, spark, tmp_path, topic_name, routing, 
     assert {p: content(r) for p, r in dst.items()} == {p: content(r) for p, r in src.items()}
 
 
-def test_static_routing_merges_topics_keeping_each_partitions_order(clusters, spark, tmp_path, topic_name):
+def test_static_routing_merges_topics_keeping_each_partitions_order(
+    clusters, spark, tmp_path, topic_name
+):
     a, b, merged = topic_name("a"), topic_name("b"), topic_name("merged")
     create_topic(clusters.source, a, 2)
     create_topic(clusters.source, b, 3)
-    produce(clusters.source, a, [(i % 2, b"a", f"a{i}".encode(), [], BASE_TS + i) for i in range(200)])
-    produce(clusters.source, b, [(i % 3, b"b", f"b{i}".encode(), [], BASE_TS + i) for i in range(300)])
+    produce(
+        clusters.source, a, [(i % 2, b"a", f"a{i}".encode(), [], BASE_TS + i) for i in range(200)]
+    )
+    produce(
+        clusters.source, b, [(i % 3, b"b", f"b{i}".encode(), [], BASE_TS + i) for i in range(300)]
+    )
     doc = pipeline_dict(clusters, topic_name("pstatic"), [a, b])
     doc["replication"][1]["sink"]["topic"] = merged
     run_until_caught_up(spark, tmp_path, doc)
@@ -132,13 +155,16 @@ def test_static_routing_merges_topics_keeping_each_partitions_order(clusters, sp
             assert content(got) == content(recs)
 
 
-def test_explicit_map_routes_listed_topics_and_skips_the_rest(clusters, spark, tmp_path, topic_name):
+def test_explicit_map_routes_listed_topics_and_skips_the_rest(
+    clusters, spark, tmp_path, topic_name
+):
     a, b = topic_name("mapped"), topic_name("unmapped")
     target = topic_name("renamed")
     for t in (a, b):
         create_topic(clusters.source, t, 1)
         produce(clusters.source, t, [(0, b"k", t.encode(), [], BASE_TS)])
-    doc = pipeline_dict(clusters, topic_name("pmap"), [a, b])
+    # A regex selects both; the map routes one. (A *list* naming an unmapped topic is a config error.)
+    doc = pipeline_dict(clusters, topic_name("pmap"), f"{re.escape(a)}|{re.escape(b)}")
     doc["replication"][1]["sink"]["topic"] = {"map": {a: target}}
     run_until_caught_up(spark, tmp_path, doc)
     assert [r.value for r in read_all(clusters.target, target)[0]] == [a.encode()]
@@ -148,9 +174,13 @@ def test_explicit_map_routes_listed_topics_and_skips_the_rest(clusters, spark, t
 def test_hash_partitioning_places_keys_like_the_java_client(clusters, spark, tmp_path, topic_name):
     t = topic_name("hash")
     create_topic(clusters.source, t, 1)
-    keys = [b"21", b"foobar", b"abc", b"a-little-bit-long-string"] + [f"user-{i}".encode() for i in range(200)]
+    keys = [b"21", b"foobar", b"abc", b"a-little-bit-long-string"] + [
+        f"user-{i}".encode() for i in range(200)
+    ]
     produce(clusters.source, t, [(0, k, b"v-" + k, [], BASE_TS + i) for i, k in enumerate(keys)])
-    doc = pipeline_dict(clusters, topic_name("phash"), [t], topicCreation={"replicated": {"partitions": 7}})
+    doc = pipeline_dict(
+        clusters, topic_name("phash"), [t], topicCreation={"replicated": {"partitions": 7}}
+    )
     doc["replication"][1]["sink"]["partition"] = "hash"
     run_until_caught_up(spark, tmp_path, doc)
     dst = read_all(clusters.target, t)
@@ -164,21 +194,30 @@ def test_hash_partitioning_places_keys_like_the_java_client(clusters, spark, tmp
         479470107 % 7,
     )
     # Per key, order is kept.
-    for p, recs in dst.items():
+    for recs in dst.values():
         assert [r.timestamp for r in recs] == sorted(r.timestamp for r in recs)
 
 
 def test_tracing_headers_carry_source_coordinates(clusters, spark, tmp_path, topic_name):
     t = topic_name("trace")
     create_topic(clusters.source, t, 2)
-    produce(clusters.source, t, [(i % 2, b"k", b"v", [("orig", b"1")], BASE_TS + i) for i in range(10)])
+    produce(
+        clusters.source, t, [(i % 2, b"k", b"v", [("orig", b"1")], BASE_TS + i) for i in range(10)]
+    )
     name = topic_name("ptrace")
     doc = pipeline_dict(
         clusters,
         name,
         [t],
         features={"tracingHeaders": "enabled"},
-        tracing={"headers": {"topic": "src-topic", "partition": "src-part", "offset": "src-off", "pipeline": "src-pipe"}},
+        tracing={
+            "headers": {
+                "topic": "src-topic",
+                "partition": "src-part",
+                "offset": "src-off",
+                "pipeline": "src-pipe",
+            }
+        },
     )
     run_until_caught_up(spark, tmp_path, doc)
     src = read_all(clusters.source, t)
@@ -201,7 +240,10 @@ def test_tracing_headers_can_be_chosen_one_by_one(clusters, spark, tmp_path, top
         clusters,
         topic_name("ptrace1"),
         [t],
-        features={"headerReplication": "disabled", "tracingHeaders": {"offset": "enabled", "pipeline": "disabled"}},
+        features={
+            "headerReplication": "disabled",
+            "tracingHeaders": {"offset": "enabled", "pipeline": "disabled"},
+        },
     )
     run_until_caught_up(spark, tmp_path, doc)
     [rec] = read_all(clusters.target, t)[0]

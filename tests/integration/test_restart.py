@@ -48,7 +48,13 @@ def test_kill_9_mid_run_then_restart_loses_nothing(clusters, tmp_path, topic_nam
         name,
         [t],
         features={"tracingHeaders": {"offset": "enabled"}},
-        coordination={"commit": {"topic": f"__k2k_progress-{name}", "batchSize": 500, "batchTimeout": "100 milliseconds"}},
+        coordination={
+            "commit": {
+                "topic": f"__k2k_progress-{name}",
+                "batchSize": 500,
+                "batchTimeout": "100 milliseconds",
+            }
+        },
     )
     path = write_pipeline(tmp_path, doc)
     commit_topic = doc["coordination"]["commit"]["topic"]
@@ -60,13 +66,21 @@ def test_kill_9_mid_run_then_restart_loses_nothing(clusters, tmp_path, topic_nam
             produce(
                 clusters.source,
                 t,
-                [(i % PARTITIONS, f"k{i}".encode(), f"v{i}".encode(), [], 1_700_000_000_000 + i) for i in range(base, base + TOTAL // 60)],
+                [
+                    (i % PARTITIONS, f"k{i}".encode(), f"v{i}".encode(), [], 1_700_000_000_000 + i)
+                    for i in range(base, base + TOTAL // 60)
+                ],
             )
             time.sleep(0.05)  # pacing the load generator, not synchronisation
 
     writer = threading.Thread(target=steady_producer)
     writer.start()
-    proc = subprocess.Popen([*K2K, "start", "-f", str(path)], start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [*K2K, "start", "-f", str(path)],
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         eventually(
             lambda: sum(_committed(clusters, commit_topic, name).values()) > 10_000,
@@ -78,7 +92,9 @@ def test_kill_9_mid_run_then_restart_loses_nothing(clusters, tmp_path, topic_nam
         proc.wait(30)
     writer.join()
     at_kill = _committed(clusters, commit_topic, name)
-    written_before_restart = {p: [_source_offsets(r) for r in recs] for p, recs in read_all(clusters.target, t).items()}
+    written_before_restart = {
+        p: [_source_offsets(r) for r in recs] for p, recs in read_all(clusters.target, t).items()
+    }
 
     result = k2k_cli("start", "--until-caught-up", "-f", str(path))
     assert result.returncode == 0, result.stderr
@@ -107,21 +123,35 @@ def test_kill_9_mid_run_then_restart_loses_nothing(clusters, tmp_path, topic_nam
         # Content is the source's, record for record (key, value) in source-offset order.
         by_offset = {r.offset: (r.key, r.value) for r in src[p]}
         assert all((r.key, r.value) == by_offset[_source_offsets(r)] for r in dst[p])
-    print(f"kill -9 restart: {sum(len(v) for v in src.values())} source records, {total_dups} duplicates")
+    print(
+        f"kill -9 restart: {sum(len(v) for v in src.values())} source records, {total_dups} duplicates"
+    )
 
 
 def test_sigterm_stops_cleanly_and_commits_everything(clusters, tmp_path, topic_name):
     t = topic_name("term")
     name = topic_name("pterm")
     create_topic(clusters.source, t, 2)
-    produce(clusters.source, t, [(i % 2, b"k", f"v{i}".encode(), [], 1_700_000_000_000 + i) for i in range(5000)])
+    produce(
+        clusters.source,
+        t,
+        [(i % 2, b"k", f"v{i}".encode(), [], 1_700_000_000_000 + i) for i in range(5000)],
+    )
     path = write_pipeline(tmp_path, pipeline_dict(clusters, name, [t]))
-    proc = subprocess.Popen([*K2K, "start", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*K2K, "start", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
-        eventually(lambda: sum(len(v) for v in read_all(clusters.target, t, timeout=5).values()) if t else 0, expected=5000, timeout=120)
+        eventually(
+            lambda: (
+                sum(len(v) for v in read_all(clusters.target, t, timeout=5).values()) if t else 0
+            ),
+            expected=5000,
+            timeout=120,
+        )
         started = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -29,7 +29,9 @@ def _fails_with(tmp_path, doc, *needles, within_s: float = 60):
 
 
 @pytest.mark.parametrize("cluster", ["source", "target"])
-def test_unreachable_cluster_fails_within_connect_timeout_naming_it(clusters, tmp_path, topic_name, cluster):
+def test_unreachable_cluster_fails_within_connect_timeout_naming_it(
+    clusters, tmp_path, topic_name, cluster
+):
     dead = f"127.0.0.1:{free_port()}"
     doc = pipeline_dict(clusters, topic_name("punreach"), ["x"])
     doc[cluster]["kafka"]["common"]["bootstrap.servers"] = dead
@@ -40,7 +42,9 @@ def test_unreachable_cluster_fails_within_connect_timeout_naming_it(clusters, tm
 def test_missing_target_topic_without_auto_create(clusters, tmp_path, topic_name):
     t = topic_name("notarget")
     create_topic(clusters.source, t, 1)
-    doc = pipeline_dict(clusters, topic_name("pnotarget"), [t], features={"autoCreateTopics": "disabled"})
+    doc = pipeline_dict(
+        clusters, topic_name("pnotarget"), [t], features={"autoCreateTopics": "disabled"}
+    )
     _fails_with(tmp_path, doc, f"target topic '{t}'", "missing", "autoCreateTopics")
     assert t not in list_topics(clusters.target)
 
@@ -56,7 +60,13 @@ def test_target_topic_with_too_few_partitions(clusters, tmp_path, topic_name):
 def test_missing_control_topic_without_auto_create(clusters, tmp_path, topic_name):
     name = topic_name("pnoctl")
     doc = pipeline_dict(clusters, name, ["x"], features={"autoCreateControlTopics": "disabled"})
-    _fails_with(tmp_path, doc, f"control topic '__k2k_progress-{name}'", "coordination.commit.topic", "autoCreateControlTopics")
+    _fails_with(
+        tmp_path,
+        doc,
+        f"control topic '__k2k_progress-{name}'",
+        "coordination.commit.topic",
+        "autoCreateControlTopics",
+    )
 
 
 def test_control_topic_that_is_not_compacted(clusters, tmp_path, topic_name):

@@ -33,8 +33,16 @@ def test_versions_are_declared():
 @pytest.mark.parametrize(
     ("key", "value", "needle"),
     [
-        (b'{"k":2,"group":"g","topic":"t","partition":0}', b'{"v":1}', "unknown progress key version 2"),
-        (b'{"group":"g","k":1,"partition":0,"topic":"t"}', b'{"v":9,"offset":1}', "unknown progress value version 9"),
+        (
+            b'{"k":2,"group":"g","topic":"t","partition":0}',
+            b'{"v":1}',
+            "unknown progress key version 2",
+        ),
+        (
+            b'{"group":"g","k":1,"partition":0,"topic":"t"}',
+            b'{"v":9,"offset":1}',
+            "unknown progress value version 9",
+        ),
         (b"\xff\xfe", b"{}", "key is not JSON"),
         (b'{"group":"g","k":1,"partition":0,"topic":"t"}', None, "value is null"),
         (b'{"group":"g","k":1,"partition":0,"topic":"t"}', b'{"v":1}', "malformed progress value"),

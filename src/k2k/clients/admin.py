@@ -6,6 +6,7 @@ every error message can say which cluster and which ``bootstrap.servers`` were i
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -69,14 +70,18 @@ class ClusterView:
             )
             return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
         except KafkaException as exc:
-            raise cluster_error(exc, self.cluster, self.bootstrap, f"listing {which} offsets") from None
+            raise cluster_error(
+                exc, self.cluster, self.bootstrap, f"listing {which} offsets"
+            ) from None
 
     def _describe(self, topic: str) -> dict:
         res = ConfigResource(ResourceType.TOPIC, topic)
         try:
             return self.admin.describe_configs([res], request_timeout=self.timeout_s)[res].result()
         except KafkaException as exc:
-            raise cluster_error(exc, self.cluster, self.bootstrap, f"describing topic {topic}") from None
+            raise cluster_error(
+                exc, self.cluster, self.bootstrap, f"describing topic {topic}"
+            ) from None
 
     def non_default_configs(self, topic: str) -> dict[str, str]:
         """The topic's own (dynamic) configs: what a copy of the topic should carry."""
@@ -105,6 +110,21 @@ class ClusterView:
                 f"{self.cluster} cluster at {self.bootstrap}: cannot create topic {name!r}: "
                 f"{err.str() if isinstance(err, KafkaError) else exc}"
             ) from None
+
+    def wait_for_topic(self, name: str) -> dict[str, TopicInfo]:
+        """Poll metadata until a just-created topic is visible (creation propagates
+        asynchronously to the brokers' metadata caches); bounded by ``timeout_s``."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            topics = self.topics()
+            if name in topics and topics[name].partitions > 0:
+                return topics
+            if time.monotonic() >= deadline:
+                raise TopicError(
+                    f"{self.cluster} cluster at {self.bootstrap}: topic {name!r} was created but "
+                    f"is not visible after {self.timeout_s:g} s"
+                )
+            time.sleep(0.05)  # metadata poll interval
 
     def require(self, condition: bool, message: str) -> None:
         if not condition:

@@ -35,11 +35,15 @@ CONSUMER_DEFAULTS: dict[str, str] = {
 }
 
 #: Consumer settings the at-least-once contract depends on. k2k never commits offsets to
-#: the source cluster (it may be read-only); it needs EOF events to find range ends.
+#: the source cluster (it may be read-only); it needs EOF events to find range ends; and a
+#: runner must never silently jump over records: the planner resolves start offsets
+#: (``auto.offset.reset``) itself, so inside a runner an out-of-range position is an error
+#: (records deleted by retention before they were replicated), not a reset.
 CONSUMER_FORCED: dict[str, str] = {
     "enable.auto.commit": "false",
     "enable.auto.offset.store": "false",
     "enable.partition.eof": "true",
+    "auto.offset.reset": "error",
 }
 
 #: Target producer defaults: ordered, durable and batched. Idempotence keeps per-partition
@@ -76,14 +80,18 @@ def producer_settings(props: Mapping[str, str], partition_by_key: bool) -> dict[
     return conf
 
 
-def build_consumer(conf: Mapping[str, str], on_error: Callable[..., None] | None = None) -> Consumer:
+def build_consumer(
+    conf: Mapping[str, str], on_error: Callable[..., None] | None = None
+) -> Consumer:
     settings: dict[str, object] = dict(conf)
     if on_error is not None:
         settings["error_cb"] = on_error
     return Consumer(settings)
 
 
-def build_producer(conf: Mapping[str, str], on_error: Callable[..., None] | None = None) -> Producer:
+def build_producer(
+    conf: Mapping[str, str], on_error: Callable[..., None] | None = None
+) -> Producer:
     settings: dict[str, object] = dict(conf)
     if on_error is not None:
         settings["error_cb"] = on_error

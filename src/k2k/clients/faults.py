@@ -60,6 +60,11 @@ _HINTS = {
     KafkaError._AUTHENTICATION: "check the SASL/TLS settings and credentials",
     KafkaError.UNKNOWN_TOPIC_OR_PART: "the topic or partition does not exist (was it deleted?)",
     KafkaError._UNKNOWN_PARTITION: "the partition does not exist on the target topic",
+    KafkaError._AUTO_OFFSET_RESET: (
+        "source records after the committed progress were deleted (retention) before they "
+        "were replicated; k2k does not skip them silently: reset the partition's progress "
+        "(tombstone its progress record) to continue from the earliest available offset"
+    ),
     KafkaError.OFFSET_OUT_OF_RANGE: (
         "the committed progress points outside the source partition (records deleted by "
         "retention?); reset the pipeline's progress"
@@ -89,11 +94,17 @@ def cluster_error(
     """Wrap a failed driver-side request to ``cluster`` into a ClusterError that names it."""
     err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else exc
     if isinstance(err, KafkaError):
-        if err.code() in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN):
+        if err.code() in (
+            KafkaError._TRANSPORT,
+            KafkaError._TIMED_OUT,
+            KafkaError._ALL_BROKERS_DOWN,
+        ):
             return ClusterError(
                 f"{cluster} cluster unreachable at {bootstrap} while {doing}: {err.str()}; "
                 f"check {cluster}.kafka.common.bootstrap.servers and that the brokers run "
                 f"(wait bounded by {cluster}.connectTimeout)"
             )
-        return ClusterError(f"{cluster} cluster at {bootstrap} failed while {doing}: {describe(err)}")
+        return ClusterError(
+            f"{cluster} cluster at {bootstrap} failed while {doing}: {describe(err)}"
+        )
     return ClusterError(f"{cluster} cluster at {bootstrap} failed while {doing}: {exc}")

@@ -65,7 +65,12 @@ class ProgressKey:
 
     def encode(self) -> bytes:
         return dumps_canonical(
-            {"k": self.VERSION, "group": self.group, "topic": self.topic, "partition": self.partition}
+            {
+                "k": self.VERSION,
+                "group": self.group,
+                "topic": self.topic,
+                "partition": self.partition,
+            }
         )
 
     @classmethod

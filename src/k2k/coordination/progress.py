@@ -135,4 +135,6 @@ class ProgressStore:
         )
         if self.on_sync_timeout == "fail":
             raise ClusterError(msg + "; errorHandling.onCommitSyncTimeout is 'fail'")
-        log.warning("%s; continuing with what was read (errorHandling.onCommitSyncTimeout: ignore)", msg)
+        log.warning(
+            "%s; continuing with what was read (errorHandling.onCommitSyncTimeout: ignore)", msg
+        )

@@ -37,9 +37,7 @@ def ensure_control_topic(
         target.create_topic(
             name, partitions, replication_factor, {**configs, "cleanup.policy": "compact"}
         )
-        topics = target.topics()
-        if name not in topics:
-            raise TopicError(f"control topic {name!r} ({key_path}) was created but is not visible")
+        topics = target.wait_for_topic(name)
     elif validate:
         policy = target.topic_config(name).get("cleanup.policy", "")
         if "compact" not in policy.split(","):

@@ -111,7 +111,9 @@ def record_options(cfg: PipelineConfig) -> RecordOptions:
     )
 
 
-def plan_groups(ranges: list[PartitionRange], slots: int, weight: Callable[[PartitionRange], int]) -> list[RunnerGroup]:
+def plan_groups(
+    ranges: list[PartitionRange], slots: int, weight: Callable[[PartitionRange], int]
+) -> list[RunnerGroup]:
     """Split ranges into at most ``slots`` groups, heaviest first onto the lightest group.
 
     >>> rs = [PartitionRange("t", p, 0, w, False) for p, w in enumerate([5, 1, 4, 2])]
@@ -156,8 +158,12 @@ class Planner:
             cfg.replication.source.topic,
             excluded=[commit.topic, cfg.coordination.assignment.topic],
         )
-        self.source = ClusterView("source", cfg.source_client("admin"), cfg.source.connect_timeout.total_seconds())
-        self.target = ClusterView("target", cfg.target_client("admin"), cfg.target.connect_timeout.total_seconds())
+        self.source = ClusterView(
+            "source", cfg.source_client("admin"), cfg.source.connect_timeout.total_seconds()
+        )
+        self.target = ClusterView(
+            "target", cfg.target_client("admin"), cfg.target.connect_timeout.total_seconds()
+        )
         self.starts: dict[TP, int] = {}
         self.has_progress: set[TP] = set()
         self.routes: dict[str, str] = {}
@@ -269,11 +275,16 @@ class Planner:
             target = self.router.route(name)
             if target is None:
                 if name not in self.unrouted_logged:
-                    log.warning("source topic %s has no route in replication.sink.topic; not replicated", name)
+                    log.warning(
+                        "source topic %s has no route in replication.sink.topic; not replicated",
+                        name,
+                    )
                     self.unrouted_logged.add(name)
                 continue
             if target == name and self.source.bootstrap == self.target.bootstrap:
-                raise TopicError(f"topic {name!r} would be replicated onto itself (same cluster, same name)")
+                raise TopicError(
+                    f"topic {name!r} would be replicated onto itself (same cluster, same name)"
+                )
             selected[name] = info
         if self.until_caught_up and self.stats.ends is not None:
             known = {t for t, _ in self.stats.ends}
@@ -297,7 +308,9 @@ class Planner:
         self.selected = selected
         return selected
 
-    def _ensure_targets(self, topics: dict[str, TopicInfo], source_topics: dict[str, TopicInfo]) -> None:
+    def _ensure_targets(
+        self, topics: dict[str, TopicInfo], source_topics: dict[str, TopicInfo]
+    ) -> None:
         """Create (``autoCreateTopics``) or check the target topic of every new source topic."""
         cfg = self.cfg
         by_source = cfg.replication.sink.partition == "source"
@@ -334,6 +347,7 @@ class Planner:
                 )
             log.info("creating target topic %s (%d partitions)", target, count)
             self.target.create_topic(target, count, creation.replication_factor, configs)
+            self.target.wait_for_topic(target)
 
     # -- leases --------------------------------------------------------------------------
 
@@ -356,6 +370,8 @@ class Planner:
     def _lease(self) -> None:
         cfg = self.cfg
         assert self.spark is not None and self.control is not None
+        if self.stats.leases:
+            self._discover()  # a lease boundary is where new topics take effect
         ranges = self._ranges()
         if not ranges:
             if self.until_caught_up:
@@ -405,12 +421,14 @@ class Planner:
             try:
                 rdd = sc.parallelize(groups, len(groups))
                 outcome["result"] = rdd.mapPartitions(functools.partial(run_groups, spec)).collect()
-            except Exception as exc:  # noqa: BLE001 - Py4J/Spark errors, reported below
+            except Exception as exc:
                 outcome["error"] = exc
 
         thread = threading.Thread(target=job, name=job_group, daemon=True)
         thread.start()
-        next_discovery = time.monotonic() + self.cfg.replication.source.discovery_interval.total_seconds()
+        next_discovery = (
+            time.monotonic() + self.cfg.replication.source.discovery_interval.total_seconds()
+        )
         stop_seen: float | None = None
         while thread.is_alive():
             thread.join(_TICK_S)
@@ -420,12 +438,16 @@ class Planner:
                 stop_seen = stop_seen or now
                 self.control.end_lease()  # type: ignore[union-attr]
                 if now - stop_seen > _STOP_GRACE_S:
-                    log.warning("runners did not stop within %.0f s; cancelling the lease", _STOP_GRACE_S)
+                    log.warning(
+                        "runners did not stop within %.0f s; cancelling the lease", _STOP_GRACE_S
+                    )
                     sc.cancelJobGroup(job_group)
                     thread.join(10)
                     break
             elif now >= next_discovery:
-                next_discovery = now + self.cfg.replication.source.discovery_interval.total_seconds()
+                next_discovery = (
+                    now + self.cfg.replication.source.discovery_interval.total_seconds()
+                )
                 if self._topics_changed():
                     log.info("new source topics or partitions found; starting a new lease")
                     self.control.end_lease()  # type: ignore[union-attr]
@@ -438,6 +460,15 @@ class Planner:
     def _fold(self, summaries: list[RunnerSummary]) -> None:
         errors = []
         for s in summaries:
+            log.info(
+                "lease %d runner %d: %d partitions, %d records in %.1f s%s",
+                self.stats.leases,
+                s.group,
+                len(s.partitions),
+                sum(o.records for o in s.partitions),
+                s.seconds,
+                f", error: {s.error}" if s.error else "",
+            )
             for o in s.partitions:
                 tp = (o.topic, o.partition)
                 if o.progress_written:

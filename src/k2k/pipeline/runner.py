@@ -117,7 +117,7 @@ class Runner:
 
     # -- the copy loop -------------------------------------------------------------------
 
-    def _copy(self) -> None:  # noqa: C901, PLR0912, PLR0915 - the hot loop stays in one place
+    def _copy(self) -> None:
         spec = self.spec
         opts = spec.options
         active = [r for r in self.group.ranges if r.end is None or r.start < r.end]
@@ -316,7 +316,9 @@ class Runner:
         bounds: dict[tuple[str, int], int | None],
         assigned: list[TopicPartition],
     ) -> None:
-        positions = self._positions(consumer, [tp for tp in assigned if (tp.topic, tp.partition) in bounds])
+        positions = self._positions(
+            consumer, [tp for tp in assigned if (tp.topic, tp.partition) in bounds]
+        )
         finished = [key for key, pos in positions.items() if pos >= (bounds[key] or 0)]
         if not finished:
             return

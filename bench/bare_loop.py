@@ -1,0 +1,61 @@
+"""The ceiling for k2k's design: a bare librdkafka consume -> produce loop.
+
+Same client settings as a k2k runner, same partition assignment style, no stages, no
+progress records, no Spark. Run one process per core, each with a share of the partitions.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from k2k.clients.factory import consumer_settings, producer_settings
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--source", required=True)
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--topic", required=True)
+    ap.add_argument("--dest", required=True)
+    ap.add_argument("--partitions", required=True, help="comma-separated partition numbers")
+    ap.add_argument("--ends", required=True, help="comma-separated end offsets, same order")
+    args = ap.parse_args()
+    parts = [int(p) for p in args.partitions.split(",")]
+    ends = dict(zip(parts, (int(e) for e in args.ends.split(",")), strict=True))
+    consumer = Consumer(consumer_settings({"bootstrap.servers": args.source}, "bench-bare"))
+    producer = Producer(producer_settings({"bootstrap.servers": args.target}, False))
+    consumer.assign([TopicPartition(args.topic, p, 0) for p in parts])
+    produce, dest = producer.produce, args.dest
+    remaining = set(parts)
+    while remaining:
+        msgs = consumer.consume(10_000, 0) or consumer.consume(10_000, 0.05)
+        for m in msgs:
+            err = m.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF and m.offset() >= ends[m.partition()]:
+                    remaining.discard(m.partition())
+                continue
+            while True:
+                try:
+                    produce(
+                        dest,
+                        m.value(),
+                        m.key(),
+                        m.partition(),
+                        None,
+                        None,
+                        m.timestamp()[1],
+                        m.headers(),
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        producer.poll(0)
+    producer.flush(120)
+    consumer.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""Reading pipeline files: YAML -> deep merge -> placeholders -> validated :class:`PipelineConfig`.
+
+Every failure becomes one :class:`k2k.errors.ConfigError` whose ``problems`` list all problems
+found at that step (all unreadable files, all unresolved placeholders, all invalid keys), so a
+user fixes a file in one round instead of one error per run.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from k2k.config.errors import dotted, format_validation_error
+from k2k.config.model import PipelineConfig
+from k2k.config.placeholders import resolve_tree
+from k2k.errors import ConfigError
+
+__all__ = ["build_pipeline", "deep_merge", "load_pipeline", "read_yaml"]
+
+PathLike = str | os.PathLike[str]
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """Safe YAML loader that refuses a key written twice in one mapping.
+
+    Plain PyYAML keeps the last duplicate silently; in a pipeline file that hides half of a
+    section (two ``features:`` blocks), so it is an error here. Merge keys (``<<``) still work.
+    """
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            first = seen.get(key)
+        except TypeError:  # unhashable key: construct_mapping reports it
+            continue
+        if first is not None:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"duplicate key {key!r} (first at line {first + 1})",
+                key_node.start_mark,
+            )
+        seen[key] = key_node.start_mark.line
+    return loader.construct_mapping(node, deep=True)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def read_yaml(path: PathLike) -> dict[str, Any]:
+    """One pipeline file as a mapping (an empty file is an empty mapping)."""
+    name = os.fspath(path)
+    try:
+        with open(name, encoding="utf-8") as handle:
+            data = yaml.load(handle, Loader=_StrictLoader)  # a SafeLoader subclass
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ConfigError(
+            f"{name}: cannot read the pipeline file ({reason}); expected an existing, readable "
+            "YAML file"
+        ) from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{name}: not UTF-8 text; expected a UTF-8 YAML file") from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
+        raise ConfigError(f"{where}: YAML syntax error: {exc.problem or exc.context}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{name}: YAML syntax error: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{name}: the top level is a {type(data).__name__}; expected a mapping of pipeline "
+            "keys (name, source, target, replication, ...)"
+        )
+    return data
+
+
+def deep_merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+    """``overlay`` on top of ``base``: mappings merge key by key, anything else is replaced.
+
+    Lists are replaced, not appended: an overlay that changes the replication stages repeats
+    the whole list, which keeps the result predictable.
+
+    >>> deep_merge({"a": {"x": 1, "y": [1]}, "b": 1}, {"a": {"y": [2]}, "c": 3})
+    {'a': {'x': 1, 'y': [2]}, 'b': 1, 'c': 3}
+    """
+    merged = dict(base)
+    for key, value in overlay.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def build_pipeline(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> PipelineConfig:
+    """Resolve placeholders in ``data`` and validate it; raise ConfigError with every problem."""
+    resolved, failures = resolve_tree(data, os.environ if env is None else env)
+    if failures:
+        lines = []
+        for path, failure in failures:
+            if failure.placeholder.startswith("${env:"):
+                expected = "the environment variable to be set where k2k runs"
+            else:
+                expected = "a readable UTF-8 file (a relative path starts at the current directory)"
+            got = f"got {failure.placeholder!r}; expected {expected}"
+            lines.append(f"{dotted(path)}: {failure.reason}, {got}")
+        raise ConfigError(lines)
+    try:
+        return PipelineConfig.model_validate(resolved)
+    except ValidationError as exc:
+        # `from None`: pydantic's own message echoes input values, secrets included.
+        raise ConfigError(format_validation_error(exc, PipelineConfig)) from None
+
+
+def load_pipeline(
+    paths: PathLike | Sequence[PathLike], env: Mapping[str, str] | None = None
+) -> PipelineConfig:
+    """Load, merge (in order, later wins) and validate pipeline files.
+
+    ``env`` resolves ``${env:NAME}`` placeholders; None means ``os.environ``.
+    Raises :class:`k2k.errors.ConfigError` listing every problem found.
+    """
+    files = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
+    if not files:
+        raise ConfigError("no pipeline file given; expected at least one YAML file (-f FILE)")
+    documents: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for path in files:
+        try:
+            documents.append(read_yaml(path))
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise ConfigError(problems)
+    merged: dict[str, Any] = {}
+    for document in documents:
+        merged = deep_merge(merged, document)
+    return build_pipeline(merged, env)

@@ -1,0 +1,933 @@
+"""The typed pipeline model: K2K's YAML layout (camelCase keys) as snake_case Python attributes.
+
+This module is the single home of every default and of every field's description;
+``docs/config.md`` is generated from it (``python -m k2k.config.reference``). Models are frozen:
+the configuration is read by the planner and shipped to Spark tasks, and nothing may change it
+on the way. Cross-field rules live in ``model_validator(mode="after")`` methods of the smallest
+model that sees all fields involved, so that problems are reported under the right key path.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from k2k.config import clients
+from k2k.config.durations import format_duration
+from k2k.config.errors import Problem, describe, problems_error, suggest_key
+from k2k.config.fields import (
+    Count,
+    Duration,
+    Flag,
+    FreeMapping,
+    StrMap,
+    TopicName,
+    check_topic_name,
+    parse_flag,
+)
+from k2k.config.hints import FieldDoc
+from k2k.config.routing import (
+    FORMS,
+    ExplicitTopicMap,
+    SameTopicName,
+    TopicRouting,
+    parse_sink_topic,
+    routing_to_yaml,
+)
+from k2k.errors import ConfigError
+
+__all__ = [
+    "AssignmentSettings",
+    "CommitSettings",
+    "Coordination",
+    "CoordinationKafka",
+    "ErrorHandling",
+    "Features",
+    "PipelineConfig",
+    "Replication",
+    "SinkStage",
+    "SourceCluster",
+    "SourceKafka",
+    "SourceStage",
+    "Spark",
+    "TargetCluster",
+    "TargetKafka",
+    "TopicCreation",
+    "Tracing",
+    "TracingHeaderNames",
+    "TracingToggles",
+]
+
+KafkaProperties = Annotated[
+    dict[str, str | SecretStr],
+    FieldDoc(
+        "map of Kafka client properties",
+        "a mapping of Kafka client property names (Java or librdkafka spelling) to values",
+    ),
+]
+Policy = Annotated[Literal["fail", "ignore"], FieldDoc("fail | ignore", "one of: fail, ignore")]
+
+
+class K2KModel(BaseModel):
+    """Base of every section: camelCase YAML keys, unknown keys refused, immutable."""
+
+    model_config = ConfigDict(
+        extra="forbid", populate_by_name=True, alias_generator=to_camel, frozen=True
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_section(cls, data: Any) -> Any:
+        # `features:` followed only by comments is YAML null; it means "all defaults".
+        return {} if data is None else data
+
+
+def _raise(problems: list[Problem]) -> None:
+    if problems:
+        raise problems_error(problems)
+
+
+# --- features and tracing ---------------------------------------------------------------------
+
+
+class TracingToggles(K2KModel):
+    """Which tracing headers the sink stage adds to every replicated record.
+
+    YAML ``features.tracingHeaders`` is ``enabled`` / ``disabled`` (all four) or a mapping of
+    the four names to ``enabled`` / ``disabled`` (missing ones are disabled).
+    """
+
+    topic: Flag = Field(
+        False, description="Add the source topic name (header `tracing.headers.topic`)."
+    )
+    partition: Flag = Field(
+        False, description="Add the source partition number (header `tracing.headers.partition`)."
+    )
+    offset: Flag = Field(
+        False, description="Add the source offset (header `tracing.headers.offset`)."
+    )
+    pipeline: Flag = Field(
+        False, description="Add the pipeline name (header `tracing.headers.pipeline`)."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _all_at_once(cls, data: Any) -> Any:
+        if isinstance(data, str | bool):
+            return dict.fromkeys(cls.model_fields, parse_flag(data))
+        return data
+
+    @model_serializer(mode="wrap")
+    def _k2k_form(self, handler: Any) -> Any:
+        values = handler(self)
+        distinct = set(values.values())
+        return distinct.pop() if len(distinct) == 1 else values
+
+    @property
+    def any(self) -> bool:
+        """True when at least one tracing header is added."""
+        return self.topic or self.partition or self.offset or self.pipeline
+
+
+_UNSUPPORTED_FEATURES = {
+    "exactly_once": "at-least-once replication is used when it is 'disabled'",
+    "schema_mapping": "schema ids are copied unchanged when it is 'disabled'",
+    "bidirectional_replication": "replication is one-way when it is 'disabled'",
+    "offset_mapping": "no offset mappings are written when it is 'disabled'",
+}
+
+
+class Features(K2KModel):
+    """Feature switches, ``enabled`` / ``disabled`` as in K2K (YAML booleans also accepted)."""
+
+    exactly_once: Flag = Field(
+        False,
+        description="Exactly-once replication (transactions). Not supported yet: must be "
+        "`disabled`; k2k then replicates at-least-once.",
+    )
+    keep_record_creation_timestamp: Flag = Field(
+        True,
+        description="Keep each record's source timestamp; when disabled the target broker or "
+        "producer assigns a new one.",
+    )
+    check_kafka_connection_on_startup: Flag = Field(
+        False,
+        description="Accepted for K2K compatibility; k2k always checks both clusters at start "
+        "(bounded by `connectTimeout`) whatever the value.",
+    )
+    header_replication: Flag = Field(
+        False, description="Copy the source records' headers to the target records."
+    )
+    schema_mapping: Flag = Field(
+        False,
+        description="Rewrite schema ids between registries. Not supported yet: must be `disabled`.",
+    )
+    optimize_offset_commit_partition: Flag = Field(
+        True,
+        description="Accepted for K2K compatibility; no effect (k2k's progress records are "
+        "keyed per source partition already).",
+    )
+    auto_create_control_topics: Flag = Field(
+        False,
+        description="Create the control topics on the target when missing (settings from "
+        "`topicCreation.control`); when disabled a missing control topic stops the pipeline.",
+    )
+    auto_create_topics: Flag = Field(
+        False,
+        description="Create missing replicated topics on the target (settings from "
+        "`topicCreation.replicated`); when disabled a missing target topic stops the pipeline.",
+    )
+    validate_control_topic_settings: Flag = Field(
+        True,
+        description="Check at start that existing control topics are compacted; refuse to "
+        "start otherwise.",
+    )
+    tracing_headers: Annotated[
+        TracingToggles,
+        FieldDoc(
+            "enabled | disabled | {topic, partition, offset, pipeline}",
+            "enabled, disabled, or a mapping of topic/partition/offset/pipeline to "
+            "enabled/disabled",
+        ),
+    ] = Field(
+        default_factory=TracingToggles,
+        description="Add tracing headers to replicated records: `enabled` (all four), "
+        "`disabled`, or per header, e.g. `{topic: enabled, offset: enabled}` (missing ones "
+        "disabled). Header names come from `tracing.headers`.",
+    )
+    bidirectional_replication: Flag = Field(
+        False,
+        description="Loop prevention for two pipelines replicating in both directions. Not "
+        "supported yet: must be `disabled`.",
+    )
+    offset_mapping: Flag = Field(
+        False,
+        description="Write source->target offset mappings for consumer-group translation. Not "
+        "supported yet: must be `disabled`.",
+    )
+
+    @field_validator(*_UNSUPPORTED_FEATURES)
+    @classmethod
+    def _refuse_unsupported(cls, enabled: bool, info: ValidationInfo) -> bool:
+        # A field validator, not a model one, so it is reported next to any other problem.
+        if enabled:
+            consequence = _UNSUPPORTED_FEATURES[info.field_name or ""]
+            text = f"'enabled' is not supported yet by this k2k version; {consequence}"
+            raise problems_error([((), text)])
+        return enabled
+
+
+class TracingHeaderNames(K2KModel):
+    """Names of the tracing headers (which ones are added: ``features.tracingHeaders``)."""
+
+    topic: str = Field("k2k_topic", min_length=1, description="Header carrying the source topic.")
+    partition: str = Field(
+        "k2k_partition", min_length=1, description="Header carrying the source partition."
+    )
+    offset: str = Field(
+        "k2k_offset", min_length=1, description="Header carrying the source offset."
+    )
+    pipeline: str = Field(
+        "k2k_pipeline", min_length=1, description="Header carrying the pipeline name."
+    )
+
+    @model_validator(mode="after")
+    def _distinct(self) -> TracingHeaderNames:
+        problems: list[Problem] = []
+        seen: dict[str, str] = {}
+        for name in type(self).model_fields:
+            header = getattr(self, name)
+            if header in seen:
+                what = f"same header name as tracing.headers.{seen[header]}"
+                problems.append(
+                    ((name,), describe(what, got=header, expected="four different header names"))
+                )
+            else:
+                seen[header] = name
+        _raise(problems)
+        return self
+
+
+class Tracing(K2KModel):
+    """Record tracing settings."""
+
+    headers: TracingHeaderNames = Field(
+        default_factory=TracingHeaderNames, description="Tracing header names."
+    )
+
+
+# --- clusters ---------------------------------------------------------------------------------
+
+
+class _KafkaRoles(K2KModel):
+    """Property maps per client role, checked together (see :func:`clients.check_cluster`).
+
+    One before-validator checks the whole ``kafka`` section, so a file with a JKS truststore, a
+    Java-only property and a missing ``bootstrap.servers`` gets all three reported at once.
+    """
+
+    @model_validator(mode="before")
+    @classmethod
+    def _check_clients(cls, data: Any) -> Any:
+        if data is not None and not isinstance(data, Mapping):
+            return data  # pydantic reports the wrong type
+        roles = tuple(name for name in cls.model_fields if name != "common")
+        maps, problems = clients.check_cluster(data or {}, roles)
+        _raise(problems)
+        return maps
+
+
+_COMMON = "Kafka client properties shared by every client of this cluster (a role's map wins)."
+
+
+class SourceKafka(_KafkaRoles):
+    """Kafka client properties for the source cluster (read only: k2k never writes to it)."""
+
+    common: KafkaProperties = Field(default_factory=dict, description=_COMMON)
+    consumer: KafkaProperties = Field(
+        default_factory=dict, description="Properties of the consumers reading replicated topics."
+    )
+    admin: KafkaProperties = Field(
+        default_factory=dict, description="Properties of the admin client (topic discovery)."
+    )
+
+
+class TargetKafka(_KafkaRoles):
+    """Kafka client properties for the target cluster."""
+
+    common: KafkaProperties = Field(default_factory=dict, description=_COMMON)
+    producer: KafkaProperties = Field(
+        default_factory=dict,
+        description="Properties of the producers writing replicated records and progress records.",
+    )
+    consumer: KafkaProperties = Field(
+        default_factory=dict, description="Properties of the consumers reading the control topics."
+    )
+    admin: KafkaProperties = Field(
+        default_factory=dict, description="Properties of the admin client (topic creation, checks)."
+    )
+
+
+class _Cluster(K2KModel):
+    """Behaviour shared by the source and target sections."""
+
+    ROLES: ClassVar[tuple[str, ...]] = ()
+    CLUSTER: ClassVar[str] = ""
+    kafka: Any
+
+    def _layers(self, role: str) -> list[tuple[str, clients.Properties]]:
+        return [("common", self.kafka.common), (role, getattr(self.kafka, role))]
+
+    def client(self, role: str) -> dict[str, str]:
+        """A new dict of librdkafka properties for ``role``: common merged with the role's map."""
+        if role not in self.ROLES:
+            raise ValueError(
+                f"unknown {self.CLUSTER} client role {role!r}; expected one of {self.ROLES}"
+            )
+        props, problems = clients.translate(self._layers(role))
+        if problems:  # pragma: no cover - validation refused these already
+            raise ConfigError(
+                [f"{self.CLUSTER}.kafka.{'.'.join(map(str, p))}: {t}" for p, t in problems]
+            )
+        return props
+
+    def bootstrap_servers(self) -> frozenset[str]:
+        """The set of bootstrap addresses of this cluster, for comparing clusters."""
+        values = [self.client(role).get("bootstrap.servers", "") for role in self.ROLES]
+        return frozenset(a.strip().lower() for v in values for a in v.split(",") if a.strip())
+
+
+_REGISTRY = (
+    "Schema registry client settings (e.g. `config: {schema.registry.url: ...}`); accepted for "
+    "K2K compatibility, not used yet."
+)
+
+
+class SourceCluster(_Cluster):
+    """The cluster records are read from."""
+
+    ROLES: ClassVar[tuple[str, ...]] = clients.SOURCE_ROLES
+    CLUSTER: ClassVar[str] = "source"
+
+    kafka: Annotated[
+        SourceKafka, FieldDoc("mapping", "a mapping with common, consumer and admin property maps")
+    ] = Field(
+        default_factory=dict,
+        validate_default=True,
+        description="Kafka clients of the source cluster.",
+    )
+    registry: FreeMapping = Field(default_factory=dict, description=_REGISTRY)
+    connect_timeout: Duration = Field(
+        timedelta(seconds=15),
+        description="How long k2k waits for the source cluster to answer at start and for "
+        "admin calls.",
+    )
+
+
+class TargetCluster(_Cluster):
+    """The cluster records are written to; it also holds k2k's control topics."""
+
+    ROLES: ClassVar[tuple[str, ...]] = clients.TARGET_ROLES
+    CLUSTER: ClassVar[str] = "target"
+
+    kafka: Annotated[
+        TargetKafka,
+        FieldDoc("mapping", "a mapping with common, producer, consumer and admin property maps"),
+    ] = Field(
+        default_factory=dict,
+        validate_default=True,
+        description="Kafka clients of the target cluster.",
+    )
+    registry: FreeMapping = Field(default_factory=dict, description=_REGISTRY)
+    connect_timeout: Duration = Field(
+        timedelta(seconds=15),
+        description="How long k2k waits for the target cluster to answer at start and for "
+        "admin calls.",
+    )
+
+
+# --- replication stages -----------------------------------------------------------------------
+
+_SELECTION_EXPECTED = (
+    "a regular expression matched against whole topic names, or a list of exact topic names"
+)
+
+
+class SourceStage(K2KModel):
+    """Which source topics are replicated."""
+
+    name: str = Field("source", min_length=1, description="Label of the stage (logs, metrics).")
+    topic: Annotated[
+        str | list[str], FieldDoc("regex string | list of topic names", _SELECTION_EXPECTED)
+    ] = Field(
+        description="A regular expression (Python `re` syntax, which agrees with Java's for the "
+        "usual patterns) matched against the whole topic name, e.g. `orders\\..*`; or a list of "
+        "exact topic names. Internal topics (`__*`, `.*`, `*.internal`) and k2k's control topics "
+        "are never replicated."
+    )
+    discovery_interval: Duration = Field(
+        timedelta(seconds=30),
+        description="How often the source cluster is searched for new matching topics.",
+    )
+
+    @field_validator("topic", mode="before")
+    @classmethod
+    def _selection(cls, value: Any) -> str | list[str]:
+        if isinstance(value, str):
+            if not value:
+                raise problems_error(
+                    [((), describe("empty", got=value, expected=_SELECTION_EXPECTED))]
+                )
+            try:
+                re.compile(value)
+            except re.error as exc:
+                what = f"invalid regular expression ({exc})"
+                raise problems_error(
+                    [((), describe(what, got=value, expected=_SELECTION_EXPECTED))]
+                ) from None
+            return value
+        if isinstance(value, list) and value:
+            problems = [
+                ((index,), problem)
+                for index, name in enumerate(value)
+                if (problem := check_topic_name(name)) is not None
+            ]
+            _raise(problems)
+            return list(value)
+        raise problems_error(
+            [((), describe("wrong type", got=value, expected=_SELECTION_EXPECTED))]
+        )
+
+
+_PARTITION_SPELLINGS = {"source": "source", "hash": "hash", "key": "hash", "murmur2": "hash"}
+
+
+class SinkStage(K2KModel):
+    """Where replicated records go on the target."""
+
+    name: str = Field("sink", min_length=1, description="Label of the stage (logs, metrics).")
+    topic: Annotated[
+        TopicRouting,
+        PlainSerializer(routing_to_yaml),
+        FieldDoc("`source` | topic name | {prefix, suffix} | {map: {...}}", FORMS),
+    ] = Field(
+        default_factory=SameTopicName,
+        description="Target topic naming: `source` keeps the source name; `{prefix: 'eu.', "
+        "suffix: '.copy'}` wraps it; any other string sends every record to that one topic; "
+        "`{map: {orders: orders-dr}}` names each target explicitly (selected topics missing from "
+        "the map are not replicated).",
+    )
+    partition: Annotated[
+        Literal["source", "hash"],
+        FieldDoc("source | hash", "one of: source, hash (also accepted: key, murmur2)"),
+    ] = Field(
+        "source",
+        description="`source`: the record keeps its partition number (the target topic needs at "
+        "least as many partitions). `hash`: the partition is chosen from the key with Kafka's "
+        "murmur2 hash, as a Java producer would (`key` and `murmur2` are accepted spellings).",
+    )
+
+    @field_validator("topic", mode="before")
+    @classmethod
+    def _routing(cls, value: Any) -> TopicRouting:
+        return parse_sink_topic(value)
+
+    @field_validator("partition", mode="before")
+    @classmethod
+    def _partition(cls, value: Any) -> str:
+        spelling = (
+            _PARTITION_SPELLINGS.get(value.strip().lower()) if isinstance(value, str) else None
+        )
+        if spelling is None:
+            expected = "one of: source, hash (also accepted: key, murmur2)"
+            raise problems_error([((), describe("invalid value", got=value, expected=expected))])
+        return spelling
+
+
+_STAGES_EXPECTED = "a list with one '- source: {...}' item and one '- sink: {...}' item"
+
+
+class Replication(K2KModel):
+    """The replication stages. YAML: a list of single-key items, ``- source: {...}`` and
+    ``- sink: {...}``, exactly one of each (a mapping ``{source: ..., sink: ...}`` is also read).
+    """
+
+    source: Annotated[
+        SourceStage, FieldDoc("mapping", "one '- source: {...}' item in the replication list")
+    ] = Field(description="The source stage.")
+    sink: Annotated[
+        SinkStage, FieldDoc("mapping", "one '- sink: {...}' item in the replication list")
+    ] = Field(description="The sink stage.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_stage_list(cls, data: Any) -> Any:
+        if data is None or isinstance(data, Mapping):
+            return data
+        if not isinstance(data, list):
+            raise problems_error(
+                [((), describe("wrong type", got=data, expected=_STAGES_EXPECTED))]
+            )
+        stages: dict[str, Any] = {}
+        problems: list[Problem] = []
+        for index, item in enumerate(data):
+            if not isinstance(item, Mapping) or len(item) != 1:
+                what = "not a single-key stage item"
+                problems.append(((index,), describe(what, got=item, expected=_STAGES_EXPECTED)))
+                continue
+            ((kind, body),) = item.items()
+            if kind not in ("source", "sink"):
+                problems.append(((index, str(kind)), suggest_key(str(kind), ["source", "sink"])))
+            elif kind in stages:
+                what = f"a second {kind!r} stage"
+                problems.append(
+                    ((index, kind), describe(what, got=body, expected=f"exactly one {kind} item"))
+                )
+            else:
+                stages[kind] = body
+        _raise(problems)
+        return stages
+
+    @model_serializer(mode="wrap")
+    def _stage_list(self, handler: Any) -> Any:
+        stages = handler(self)
+        return [{"source": stages["source"]}, {"sink": stages["sink"]}]
+
+
+# --- coordination -----------------------------------------------------------------------------
+
+
+class CommitSettings(K2KModel):
+    """Progress records (the commit control topic)."""
+
+    topic: TopicName = Field(
+        "__k2k_consumer-offsets",
+        description="Compacted control topic on the target holding one progress record per "
+        "(commit group, source topic, partition).",
+    )
+    batch_size: Count = Field(
+        1000, ge=1, description="Records replicated per partition between two progress records."
+    )
+    batch_timeout: Duration = Field(
+        timedelta(seconds=2),
+        description="Longest time between two progress records while records flow.",
+    )
+    sync_timeout: Duration = Field(
+        timedelta(seconds=30),
+        description="How long reading the progress records at start may take (then "
+        "`errorHandling.onCommitSyncTimeout` applies).",
+    )
+    group: str | None = Field(
+        None,
+        min_length=1,
+        description="Commit group under which progress is recorded; null means the pipeline "
+        "`name`. Pipelines sharing a commit group share progress.",
+    )
+
+
+class AssignmentSettings(K2KModel):
+    """Ownership of source partitions (the assignment control topic)."""
+
+    topic: TopicName = Field(
+        "__k2k_assignment",
+        description="Compacted control topic on the target recording which runner owns which "
+        "source partitions.",
+    )
+    grace_window: Duration = Field(
+        timedelta(seconds=15),
+        description="How long a new owner waits for the previous owner of a partition to "
+        "release it before fencing that owner.",
+    )
+    fencing_max_parallelism: Count = Field(
+        5, ge=1, description="Most previous owners fenced at the same time."
+    )
+
+
+_SAME_KEYS_COMMIT = (
+    "Same keys as `coordination.commit` (the Helm chart's spelling); giving a key in both "
+    "places with different values is an error."
+)
+_SAME_KEYS_ASSIGNMENT = (
+    "Same keys as `coordination.assignment` (the Helm chart's spelling); giving a key in both "
+    "places with different values is an error."
+)
+
+
+class CoordinationKafka(K2KModel):
+    """``coordination.kafka``: the K2K Helm chart's level, accepted as an alternative spelling."""
+
+    charset: str = Field(
+        "UTF-8",
+        description="Accepted for K2K compatibility; k2k writes its control records in UTF-8.",
+    )
+    consumer: KafkaProperties = Field(
+        default_factory=dict,
+        description="Accepted for K2K compatibility and checked like other property maps; the "
+        "control consumers use `target.kafka.consumer`.",
+    )
+    commit: Annotated[CommitSettings | None, FieldDoc("mapping", "a mapping")] = Field(
+        None, description=_SAME_KEYS_COMMIT
+    )
+    assignment: Annotated[AssignmentSettings | None, FieldDoc("mapping", "a mapping")] = Field(
+        None, description=_SAME_KEYS_ASSIGNMENT
+    )
+
+    @field_validator("charset")
+    @classmethod
+    def _known_charset(cls, value: str) -> str:
+        try:
+            codecs.lookup(value)
+        except LookupError:
+            raise problems_error(
+                [((), describe("unknown charset", got=value, expected="UTF-8"))]
+            ) from None
+        return value
+
+    @field_validator("consumer", mode="before")
+    @classmethod
+    def _check_properties(cls, value: Any) -> dict[str, str | SecretStr]:
+        props, problems = clients.check_map(value)
+        _raise(problems)
+        return props
+
+
+def _shown(value: Any) -> Any:
+    return format_duration(value) if isinstance(value, timedelta) else value
+
+
+class Coordination(K2KModel):
+    """Control topics on the target: progress (commit) and partition ownership (assignment).
+
+    Both spellings are read: ``coordination.commit`` and the Helm chart's
+    ``coordination.kafka.commit`` (likewise ``assignment``); the effective configuration shows
+    the latter. In Python the merged settings are ``coordination.commit`` / ``.assignment``.
+    """
+
+    commit: CommitSettings = Field(default_factory=CommitSettings, description="Progress records.")
+    assignment: AssignmentSettings = Field(
+        default_factory=AssignmentSettings, description="Partition ownership and fencing."
+    )
+    kafka: CoordinationKafka = Field(
+        default_factory=CoordinationKafka,
+        description="The Helm chart's spelling (`coordination.kafka.commit` ...).",
+    )
+
+    @model_validator(mode="after")
+    def _merge_spellings(self) -> Coordination:
+        problems: list[Problem] = []
+        written_under_kafka: dict[str, set[str]] = {}
+        for section in ("commit", "assignment"):
+            flat: K2KModel = getattr(self, section)
+            nested: K2KModel | None = getattr(self.kafka, section)
+            if nested is None:
+                continue
+            written_under_kafka[section] = set(nested.model_fields_set)
+            update: dict[str, Any] = {}
+            for name in type(nested).model_fields:
+                if name not in nested.model_fields_set:
+                    continue
+                key = to_camel(name)
+                mine, theirs = getattr(flat, name), getattr(nested, name)
+                if name in flat.model_fields_set and mine != theirs:
+                    other = f"coordination.kafka.{section}.{key}"
+                    what = f"conflicts with {other} (set to {_shown(theirs)!r})"
+                    expected = "one of the two spellings, or the same value in both"
+                    problems.append(
+                        ((section, key), describe(what, got=_shown(mine), expected=expected))
+                    )
+                update[name] = theirs
+            object.__setattr__(self, section, flat.model_copy(update=update))
+        _raise(problems)
+        if written_under_kafka:
+            object.__setattr__(
+                self, "kafka", self.kafka.model_copy(update={"commit": None, "assignment": None})
+            )
+        if self.commit.topic == self.assignment.topic:
+            where = (
+                ("kafka", "assignment")
+                if "topic" in written_under_kafka.get("assignment", ())
+                else ("assignment",)
+            )
+            what = "same topic as the commit topic"
+            expected = "a different topic name (the record formats differ)"
+            _raise(
+                [((*where, "topic"), describe(what, got=self.assignment.topic, expected=expected))]
+            )
+        return self
+
+    @model_serializer(mode="wrap")
+    def _helm_layout(self, handler: Any) -> Any:
+        data = handler(self)
+        kafka = {k: v for k, v in data["kafka"].items() if k not in ("commit", "assignment")}
+        return {"kafka": {**kafka, "commit": data["commit"], "assignment": data["assignment"]}}
+
+
+class ErrorHandling(K2KModel):
+    """What to do when a control-topic operation fails."""
+
+    on_commit_sync_timeout: Policy = Field(
+        "fail",
+        description="Progress records could not be read within `coordination.commit.syncTimeout`: "
+        "`fail` stops the pipeline; `ignore` logs it and continues with the progress read so "
+        "far (partitions whose progress was not read may replicate records again).",
+    )
+    on_control_message_deserialization_error: Policy = Field(
+        "fail",
+        description="A control-topic record cannot be decoded (corrupt, or written by an "
+        "incompatible version): `fail` stops the pipeline; `ignore` skips the record.",
+    )
+
+
+# --- topic creation and Spark -----------------------------------------------------------------
+
+
+def _replication_factor(value: int) -> int:
+    if value == -1 or value >= 1:
+        return value
+    expected = "-1 (the broker's default) or a number >= 1"
+    raise problems_error(
+        [((), describe("invalid replication factor", got=value, expected=expected))]
+    )
+
+
+ReplicationFactor = Annotated[
+    Count,
+    AfterValidator(_replication_factor),
+    FieldDoc("integer", "-1 (the broker's default) or a number >= 1"),
+]
+
+
+class ControlTopicCreation(K2KModel):
+    """Settings of control topics k2k creates (``features.autoCreateControlTopics``)."""
+
+    partitions: Count = Field(1, ge=1, description="Partitions of each control topic.")
+    replication_factor: ReplicationFactor = Field(
+        -1, description="Replication factor; -1 uses the broker's `default.replication.factor`."
+    )
+    configs: StrMap = Field(
+        default_factory=dict,
+        description="Topic configs, e.g. `min.insync.replicas: 2`. `cleanup.policy` is always "
+        "`compact` (a different value is refused).",
+    )
+
+    @field_validator("configs")
+    @classmethod
+    def _compacted(cls, configs: dict[str, str]) -> dict[str, str]:
+        policy = configs.get("cleanup.policy")
+        if policy is not None and "compact" not in policy.replace(" ", "").split(","):
+            expected = "compact (control topics must be compacted)"
+            raise problems_error(
+                [(("cleanup.policy",), describe("refused", got=policy, expected=expected))]
+            )
+        return configs
+
+
+class ReplicatedTopicCreation(K2KModel):
+    """Settings of target topics k2k creates (``features.autoCreateTopics``)."""
+
+    partitions: Count | None = Field(
+        None,
+        ge=1,
+        description="Partitions of each created topic; null means as many as the source topic.",
+    )
+    replication_factor: ReplicationFactor = Field(
+        -1, description="Replication factor; -1 uses the broker's `default.replication.factor`."
+    )
+    configs: StrMap = Field(
+        default_factory=dict,
+        description="Overrides applied on top of the source topic's configs, which are copied.",
+    )
+
+
+class TopicCreation(K2KModel):
+    """How k2k creates topics on the target."""
+
+    control: ControlTopicCreation = Field(
+        default_factory=ControlTopicCreation, description="Control topics."
+    )
+    replicated: ReplicatedTopicCreation = Field(
+        default_factory=ReplicatedTopicCreation, description="Replicated (data) topics."
+    )
+
+
+class Spark(K2KModel):
+    """Where and how wide the replication job runs."""
+
+    master: str = Field(
+        "local[*]",
+        min_length=1,
+        description="Spark master URL: `local[*]` (embedded), `spark://host:7077`, `yarn`, "
+        "`k8s://...`.",
+    )
+    conf: StrMap = Field(
+        default_factory=dict,
+        description="Extra Spark configuration, e.g. `spark.executor.memory: 2g` (values are "
+        "passed as strings).",
+    )
+    parallelism: Count | None = Field(
+        None,
+        ge=1,
+        description="Most runner groups (concurrent Spark tasks); null means Spark's default "
+        "parallelism.",
+    )
+    lease_duration: Duration = Field(
+        timedelta(minutes=5),
+        description="How long one Spark job (lease) runs before the planner re-plans; new topics "
+        "and a new task layout take effect at lease boundaries.",
+    )
+
+
+# --- the pipeline -----------------------------------------------------------------------------
+
+_NAME_DOC = FieldDoc(
+    "string", "a name made of letters, digits, '.', '_' and '-' (it is used in Kafka ids)"
+)
+_NOT_USED = "Accepted for K2K compatibility; not used yet."
+
+
+class PipelineConfig(K2KModel):
+    """One replication pipeline, as loaded from one or more YAML files."""
+
+    name: Annotated[str, _NAME_DOC] = Field(
+        min_length=1,
+        pattern=r"^[A-Za-z0-9._-]+$",
+        description="Pipeline identity (required). Used in transactional ids, the default commit "
+        "group and tracing headers.",
+    )
+    license: FreeMapping | None = Field(
+        None,
+        repr=False,
+        exclude=True,
+        description="K2K's license block. Accepted and ignored: k2k is open software and no "
+        "feature is gated.",
+    )
+    features: Features = Field(default_factory=Features, description="Feature switches.")
+    source: Annotated[
+        SourceCluster, FieldDoc("mapping", "a mapping with kafka.common.bootstrap.servers")
+    ] = Field(description="The cluster records are read from (required).")
+    target: Annotated[
+        TargetCluster, FieldDoc("mapping", "a mapping with kafka.common.bootstrap.servers")
+    ] = Field(description="The cluster records are written to (required).")
+    replication: Annotated[Replication, FieldDoc("list of stages", _STAGES_EXPECTED)] = Field(
+        description="The source and sink stages (required)."
+    )
+    coordination: Coordination = Field(
+        default_factory=Coordination, description="Control topics on the target."
+    )
+    tracing: Tracing = Field(default_factory=Tracing, description="Record tracing.")
+    schema_mapping: FreeMapping = Field(default_factory=dict, description=_NOT_USED)
+    bidirectional: FreeMapping = Field(default_factory=dict, description=_NOT_USED)
+    offset_mapping: FreeMapping = Field(default_factory=dict, description=_NOT_USED)
+    error_handling: ErrorHandling = Field(
+        default_factory=ErrorHandling, description="Failure policies."
+    )
+    metrics: FreeMapping = Field(default_factory=dict, description=_NOT_USED)
+    topic_creation: TopicCreation = Field(
+        default_factory=TopicCreation, description="Topic creation on the target."
+    )
+    spark: Spark = Field(default_factory=Spark, description="The Spark job.")
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> PipelineConfig:
+        problems: list[Problem] = []
+        routing, selection = self.replication.sink.topic, self.replication.source.topic
+        if isinstance(routing, ExplicitTopicMap) and isinstance(selection, list):
+            for index, name in enumerate(selection):
+                if name not in routing.mapping:
+                    what = "selected topic missing from replication.sink.topic.map"
+                    expected = (
+                        "an entry for every listed topic (unmapped topics are not replicated)"
+                    )
+                    problems.append(
+                        (
+                            ("replication", "source", "topic", index),
+                            describe(what, got=name, expected=expected),
+                        )
+                    )
+        if (
+            isinstance(routing, SameTopicName)
+            and self.source.bootstrap_servers() & self.target.bootstrap_servers()
+        ):
+            what = (
+                "would write every record back into the topic it was read from (source and "
+                "target share bootstrap.servers)"
+            )
+            expected = "a prefix/suffix, a static topic or a map while both clusters are the same"
+            problems.append(
+                (
+                    ("replication", "sink", "topic"),
+                    describe(what, got=routing_to_yaml(routing), expected=expected),
+                )
+            )
+        _raise(problems)
+        return self
+
+    @property
+    def commit_group(self) -> str:
+        """The group progress is recorded under: ``coordination.commit.group`` or the name."""
+        return self.coordination.commit.group or self.name
+
+    def source_client(self, role: str) -> dict[str, str]:
+        """librdkafka properties for a source client; ``role`` is ``consumer`` or ``admin``."""
+        return self.source.client(role)
+
+    def target_client(self, role: str) -> dict[str, str]:
+        """librdkafka properties for a target client: ``producer``, ``consumer`` or ``admin``."""
+        return self.target.client(role)

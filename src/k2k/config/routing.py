@@ -1,0 +1,158 @@
+"""The sink stage's topic routing as written in YAML, parsed into one value type per form.
+
+``replication[].sink.topic`` takes four forms; each becomes one frozen value class, which the
+pipeline turns into a routing policy (``k2k.pipeline.stages``):
+
+=========================================  ===========================  =======================
+YAML                                       class                        target topic
+=========================================  ===========================  =======================
+``source``                                 :class:`SameTopicName`       the source topic's name
+``{prefix: "eu.", suffix: ".copy"}``       :class:`PrefixSuffixTopicName` prefix + name + suffix
+any other string, e.g. ``all-events``      :class:`StaticTopicName`     that one topic
+``{map: {orders: orders-dr}}``             :class:`ExplicitTopicMap`    the mapped name; source
+                                                                        topics not in the map are
+                                                                        not replicated
+=========================================  ===========================  =======================
+
+>>> parse_sink_topic("source")
+SameTopicName()
+>>> parse_sink_topic({"prefix": "eu."})
+PrefixSuffixTopicName(prefix='eu.', suffix='')
+>>> parse_sink_topic("all-events")
+StaticTopicName(topic='all-events')
+>>> parse_sink_topic({"map": {"orders": "orders-dr"}})
+ExplicitTopicMap(mapping={'orders': 'orders-dr'})
+>>> routing_to_yaml(ExplicitTopicMap({"a": "b"}))
+{'map': {'a': 'b'}}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from k2k.config.errors import Problem, describe, problems_error, suggest_key
+from k2k.config.fields import TOPIC_NAME_RULE, check_topic_name
+
+__all__ = [
+    "ExplicitTopicMap",
+    "PrefixSuffixTopicName",
+    "SameTopicName",
+    "StaticTopicName",
+    "TopicRouting",
+    "parse_sink_topic",
+    "routing_to_yaml",
+]
+
+_SAME = "source"
+FORMS = "'source', a topic name, {prefix: ..., suffix: ...} or {map: {source-topic: target-topic}}"
+
+
+@dataclass(frozen=True)
+class SameTopicName:
+    """Target topic = source topic name (YAML ``topic: source``, the default)."""
+
+
+@dataclass(frozen=True)
+class PrefixSuffixTopicName:
+    """Target topic = ``prefix + source topic + suffix``; at least one of them is non-empty."""
+
+    prefix: str = ""
+    suffix: str = ""
+
+
+@dataclass(frozen=True)
+class StaticTopicName:
+    """Every replicated record goes to the one topic ``topic`` (many source topics to one)."""
+
+    topic: str
+
+
+@dataclass(frozen=True)
+class ExplicitTopicMap:
+    """Source topic -> target topic, one entry per replicated topic.
+
+    A selected source topic that has no entry is not replicated (the planner skips it), so a
+    regex selection that discovers a new topic never writes to a target nobody named.
+    """
+
+    mapping: dict[str, str] = field(default_factory=dict)
+
+
+TopicRouting = SameTopicName | PrefixSuffixTopicName | StaticTopicName | ExplicitTopicMap
+
+
+def _prefix_suffix(value: Mapping[Any, Any]) -> PrefixSuffixTopicName:
+    problems: list[Problem] = []
+    parts: dict[str, str] = {}
+    for key, item in value.items():
+        if key not in ("prefix", "suffix"):
+            problems.append(((str(key),), suggest_key(str(key), ["prefix", "suffix", "map"])))
+            continue
+        text = "" if item is None else item
+        if not isinstance(text, str):
+            problems.append(((key,), describe("wrong type", got=item, expected="a string")))
+        elif text and check_topic_name(text) is not None:
+            expected = "only the characters a-z A-Z 0-9 . _ -"
+            problems.append(((key,), describe("invalid characters", got=item, expected=expected)))
+        else:
+            parts[key] = text
+    if not problems and not any(parts.values()):
+        expected = "a non-empty prefix or suffix (write 'topic: source' to keep the name)"
+        problems.append(
+            ((), describe("empty prefix and suffix", got=dict(value), expected=expected))
+        )
+    if problems:
+        raise problems_error(problems)
+    return PrefixSuffixTopicName(parts.get("prefix", ""), parts.get("suffix", ""))
+
+
+def _explicit_map(value: Mapping[Any, Any]) -> ExplicitTopicMap:
+    problems: list[Problem] = [
+        ((str(key),), suggest_key(str(key), ["map"])) for key in value if key != "map"
+    ]
+    mapping = value.get("map")
+    if not isinstance(mapping, Mapping) or not mapping:
+        expected = "a non-empty mapping of source topic names to target topic names"
+        problems.append((("map",), describe("wrong type", got=mapping, expected=expected)))
+        raise problems_error(problems)
+    for source, target in mapping.items():
+        for name in (source, target):
+            problem = check_topic_name(name)
+            if problem is not None:
+                problems.append((("map", str(source)), problem))
+    if problems:
+        raise problems_error(problems)
+    return ExplicitTopicMap(dict(mapping))
+
+
+def parse_sink_topic(value: Any) -> TopicRouting:
+    """Parse the sink ``topic`` value (see the module table); raise a k2k problem otherwise."""
+    if isinstance(
+        value, SameTopicName | PrefixSuffixTopicName | StaticTopicName | ExplicitTopicMap
+    ):
+        return value
+    if value is None or value == _SAME:
+        return SameTopicName()
+    if isinstance(value, str):
+        problem = check_topic_name(value)
+        if problem is not None:
+            raise problems_error(
+                [((), problem.replace(TOPIC_NAME_RULE, f"{TOPIC_NAME_RULE} ({FORMS})"))]
+            )
+        return StaticTopicName(value)
+    if isinstance(value, Mapping):
+        return _explicit_map(value) if "map" in value else _prefix_suffix(value)
+    raise problems_error([((), describe("wrong type", got=value, expected=FORMS))])
+
+
+def routing_to_yaml(routing: TopicRouting) -> Any:
+    """The YAML form :func:`parse_sink_topic` reads back to an equal value."""
+    if isinstance(routing, PrefixSuffixTopicName):
+        return {"prefix": routing.prefix, "suffix": routing.suffix}
+    if isinstance(routing, StaticTopicName):
+        return routing.topic
+    if isinstance(routing, ExplicitTopicMap):
+        return {"map": dict(routing.mapping)}
+    return _SAME

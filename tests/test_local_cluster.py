@@ -1,0 +1,325 @@
+"""The embedded Kafka clusters (k2k.local), the ``k2k local`` commands and the test helpers.
+
+Everything here runs against real brokers: the session pair from the ``clusters`` fixture, plus
+one extra pair that the CLI test starts and stops itself. The first tests need no broker at all
+(installation errors, port checks) and run in milliseconds.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from confluent_kafka.admin import AdminClient
+
+from k2k.errors import LocalClusterError
+from k2k.local import KAFKA_VERSION, LocalCluster, ensure_kafka_installed, find_java, free_port
+from k2k.local.cli import local
+from tests.kafkautil import (
+    Rec,
+    create_topic,
+    end_offsets,
+    eventually,
+    list_topics,
+    produce,
+    produce_bulk,
+    produce_transaction,
+    read_all,
+)
+
+BASE_TS = 1_700_000_000_000  # fixed CreateTime stamps, so timestamps can be asserted exactly
+MIB = 1024 * 1024
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A port with a live listener that is not Kafka (what a user's other service looks like)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        yield listener.getsockname()[1]
+
+
+def _cluster_id(bootstrap: str) -> str:
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+    assert metadata.brokers, f"no broker in the metadata of {bootstrap}"
+    return str(metadata.cluster_id)
+
+
+# -- no broker needed ------------------------------------------------------------------------
+def test_pom_pins_the_kafka_version_of_the_python_constant() -> None:
+    pom = Path(__file__).parents[1] / "src" / "k2k" / "local" / "pom.xml"
+    ns = {"m": "http://maven.apache.org/POM/4.0.0"}
+    assert ET.parse(pom).getroot().findtext("m:properties/m:kafka.version", namespaces=ns) == (
+        KAFKA_VERSION
+    )
+
+
+def test_missing_maven_says_what_to_install(tmp_path: Path, monkeypatch) -> None:
+    java = os.path.realpath(find_java())
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "java").symlink_to(java)  # Java present, Maven absent
+    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("K2K_HOME", str(tmp_path / "home"))
+
+    with pytest.raises(LocalClusterError, match=r"'mvn' \(Apache Maven 3.6\+\) is not on PATH"):
+        ensure_kafka_installed()
+    assert not (tmp_path / "home" / f"kafka-{KAFKA_VERSION}").exists()
+
+
+def test_missing_java_says_what_to_install(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("K2K_HOME", str(tmp_path / "home"))
+
+    with pytest.raises(LocalClusterError, match=r"no 'java' on PATH .* Java 17\+ runtime"):
+        ensure_kafka_installed()
+
+
+def test_taken_port_fails_before_anything_starts(tmp_path: Path, taken_port: int) -> None:
+    cluster = LocalCluster("source", taken_port, tmp_path / "source")
+    with pytest.raises(
+        LocalClusterError, match=rf"port {taken_port} on 127.0.0.1 is already in use"
+    ):
+        cluster.start()
+    assert not cluster.server_properties.exists()
+    assert not cluster.is_running()
+
+
+@pytest.mark.parametrize("flag", ["--source-port", "--target-port"])
+def test_cli_up_names_the_taken_port_and_the_flag(
+    tmp_path: Path, taken_port: int, flag: str
+) -> None:
+    other = "--target-port" if flag == "--source-port" else "--source-port"
+    args = ["up", flag, str(taken_port), other, str(free_port()), "--data-dir", str(tmp_path)]
+    result = CliRunner().invoke(local, args)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        f"error: port {taken_port} on 127.0.0.1 is already in use by another process; "
+        f"choose a free port with {flag}"
+    ]
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "source" / "broker.pid").exists()
+
+
+# -- real brokers ----------------------------------------------------------------------------
+def test_pair_is_two_separate_running_clusters(clusters) -> None:
+    source_id, target_id = _cluster_id(clusters.source), _cluster_id(clusters.target)
+    assert source_id != target_id
+
+
+@pytest.mark.parametrize("side", ["source", "target"])
+def test_records_round_trip_with_keys_values_headers_timestamps(
+    clusters, topic_name, side: str
+) -> None:
+    bootstrap = getattr(clusters, side)
+    topic = topic_name(side)
+    create_topic(bootstrap, topic, 3)
+    sent = [
+        (0, b"k0", b"v0", [("h", b"1"), ("h", b"2"), ("empty", b"")], BASE_TS),
+        (0, None, b"no key", None, BASE_TS + 1),
+        (0, b"tombstone", None, [], BASE_TS + 2),
+        (1, b"", b"", [("null-value", None)], BASE_TS + 3),
+        (1, b"\x00\xff", b"text value", [("utf8", "é".encode())], BASE_TS + 4),
+        (2, b"k5", b"v5", None, BASE_TS + 5),
+    ]
+    delivered = produce(bootstrap, topic, sent)
+    assert delivered == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (2, 0)]
+
+    got = read_all(bootstrap, topic)
+    expected: dict[int, list[Rec]] = {0: [], 1: [], 2: []}
+    for partition, key, value, headers, ts in sent:
+        offset = len(expected[partition])
+        expected[partition].append(Rec.make(key, value, headers, ts, offset))
+    assert got == expected
+    assert end_offsets(bootstrap, topic) == {0: 3, 1: 2, 2: 1}
+    assert topic in list_topics(bootstrap)
+
+
+def test_one_megabyte_record_round_trips(clusters, topic_name) -> None:
+    topic = topic_name("big")
+    create_topic(clusters.source, topic, 1)
+    value = bytes(range(256)) * (4 * 1024)  # exactly 1 MiB, not compressible to nothing
+    assert len(value) == MIB
+    # librdkafka's own limit (message.max.bytes, 1 000 000 by default) must be raised too.
+    produce(
+        clusters.source,
+        topic,
+        [(0, b"big", value, [("size", b"1MiB")], BASE_TS)],
+        **{"message.max.bytes": 2 * MIB},
+    )
+    assert read_all(clusters.source, topic) == {
+        0: [Rec.make(b"big", value, [("size", b"1MiB")], BASE_TS, 0)]
+    }
+
+
+def test_read_committed_ends_at_the_first_open_transaction(clusters, topic_name) -> None:
+    """Transactions work on the embedded broker, and the helpers honour the LSO.
+
+    Layout of partition 0: committed 0-2, marker 3; aborted 4-5, marker 6; open 7.
+    """
+    topic = topic_name("txn")
+    create_topic(clusters.source, topic, 1)
+
+    def batch(tag: bytes, n: int) -> list:
+        return [(0, tag, b"%s-%d" % (tag, i), None, BASE_TS + i) for i in range(n)]
+
+    produce_transaction(clusters.source, topic, batch(b"committed", 3), outcome="commit")
+    produce_transaction(clusters.source, topic, batch(b"aborted", 2), outcome="abort")
+    still_open = produce_transaction(clusters.source, topic, batch(b"open", 1), outcome="open")
+
+    assert end_offsets(clusters.source, topic, "read_committed") == {0: 7}
+    assert end_offsets(clusters.source, topic, "read_uncommitted") == {0: 8}
+    committed = read_all(clusters.source, topic, "read_committed")
+    assert [(r.value, r.offset) for r in committed[0]] == [
+        (b"committed-0", 0),
+        (b"committed-1", 1),
+        (b"committed-2", 2),
+    ]
+    uncommitted = read_all(clusters.source, topic, "read_uncommitted")
+    assert [r.offset for r in uncommitted[0]] == [0, 1, 2, 4, 5, 7]  # markers are never records
+
+    still_open.abort_transaction(30)
+    assert end_offsets(clusters.source, topic, "read_committed") == {0: 9}
+    assert read_all(clusters.source, topic, "read_committed") == committed
+
+
+def test_bulk_records_read_back_complete_and_in_order(clusters, topic_name) -> None:
+    topic = topic_name("bulk")
+    create_topic(clusters.source, topic, 4)
+    counts = produce_bulk(clusters.source, topic, 20_000, partitions=4, value_size=100)
+    assert counts == {p: 5_000 for p in range(4)}
+
+    got = read_all(clusters.source, topic)
+    for partition, records in got.items():
+        indexes = [int(r.key) for r in records]
+        assert indexes == list(range(partition, 20_000, 4))
+        assert [r.offset for r in records] == list(range(5_000))
+        assert all(r.value[:10] == r.key and len(r.value) == 100 for r in records)
+
+
+def test_missing_topic_reads_as_empty(clusters, topic_name) -> None:
+    topic = topic_name("absent")
+    assert end_offsets(clusters.source, topic) == {}
+    assert read_all(clusters.source, topic) == {}
+    assert topic not in list_topics(clusters.source)
+
+
+@pytest.mark.integration
+def test_broker_stops_when_its_owner_process_dies(tmp_path: Path) -> None:
+    """The test fixture's guarantee: a killed test session does not leave brokers behind."""
+    owner = subprocess.Popen(["sleep", "600"])
+    cluster = LocalCluster("source", free_port(), tmp_path / "source", owner_pid=owner.pid)
+    try:
+        cluster.start()
+        broker_pid = cluster.pid
+        assert broker_pid is not None and _cluster_id(cluster.bootstrap)
+        owner.kill()
+        owner.wait()
+        eventually(cluster.is_running, expected=False, timeout=30)
+        with pytest.raises(ProcessLookupError):
+            os.kill(broker_pid, 0)
+    finally:
+        owner.kill()
+        cluster.stop()
+
+
+@pytest.mark.integration
+def test_failed_start_quotes_the_broker_log_and_leaves_nothing_running(tmp_path: Path) -> None:
+    """A broker that dies at start-up is reported with the tail of its log.
+
+    The storage claims another node id than the configuration, which Kafka refuses.
+    """
+    cluster = LocalCluster("source", free_port(), tmp_path / "source")
+    cluster.log_dirs.mkdir(parents=True)
+    (cluster.log_dirs / "meta.properties").write_text(
+        "version=1\ncluster.id=3Db5QLSqSZieL3rJBUUegA\nnode.id=7\n"
+        "directory.id=bQ7ePKfIRr2p8CEhYAsbYw\n"
+    )
+    with pytest.raises(LocalClusterError) as failure:
+        cluster.start(timeout=60)
+    message = str(failure.value)
+    assert message.startswith(
+        f"the source cluster on {cluster.bootstrap} did not start: "
+        "the broker process exited with code 1 during start-up. "
+        f"Last lines of {cluster.log_file}:\n"
+    )
+    assert "Stored node id 7 doesn't match previous node id 1" in message  # Kafka's own words
+    assert not cluster.is_running()
+
+
+def test_cli_up_twice_status_and_down_stop_exactly_those_brokers(clusters, tmp_path: Path) -> None:
+    runner = CliRunner()
+    data = tmp_path / "local"
+    source_port, target_port = free_port(), free_port()
+    up = ["up", "--source-port", str(source_port), "--target-port", str(target_port)]
+    up += ["--data-dir", str(data)]
+    try:
+        first = runner.invoke(local, up)
+        assert first.exit_code == 0, first.output
+        pids = {
+            name: LocalCluster.from_data_dir(name, data / name).pid for name in ("source", "target")
+        }
+        assert first.stdout.splitlines() == [
+            f"source  127.0.0.1:{source_port}  started (pid {pids['source']})",
+            f"target  127.0.0.1:{target_port}  started (pid {pids['target']})",
+        ]
+        new_ids = {_cluster_id(f"127.0.0.1:{port}") for port in (source_port, target_port)}
+        assert len(new_ids) == 2
+        assert not new_ids & {_cluster_id(clusters.source), _cluster_id(clusters.target)}
+
+        second = runner.invoke(local, up)
+        assert second.exit_code == 0, second.output
+        assert second.stdout.splitlines() == [
+            f"source  127.0.0.1:{source_port}  already running (pid {pids['source']})",
+            f"target  127.0.0.1:{target_port}  already running (pid {pids['target']})",
+        ]
+
+        status = runner.invoke(local, ["status", "--data-dir", str(data)])
+        assert status.exit_code == 0, status.output
+        rows = [line.split() for line in status.stdout.splitlines()]
+        assert rows == [
+            ["CLUSTER", "STATE", "BOOTSTRAP", "PID", "DATA", "DIR"],
+            [
+                "source",
+                "running",
+                f"127.0.0.1:{source_port}",
+                str(pids["source"]),
+                str(data / "source"),
+            ],
+            [
+                "target",
+                "running",
+                f"127.0.0.1:{target_port}",
+                str(pids["target"]),
+                str(data / "target"),
+            ],
+        ]
+
+        down = runner.invoke(local, ["down", "--data-dir", str(data)])
+        assert down.exit_code == 0, down.output
+        assert down.stdout.splitlines() == [
+            f"source: stopped (pid {pids['source']})",
+            f"target: stopped (pid {pids['target']})",
+        ]
+        for pid in pids.values():
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+        # The session's own pair was not touched.
+        assert _cluster_id(clusters.source) and _cluster_id(clusters.target)
+
+        after = runner.invoke(local, ["status", "--data-dir", str(data)])
+        assert [line.split()[:2] for line in after.stdout.splitlines()[1:]] == [
+            ["source", "stopped"],
+            ["target", "stopped"],
+        ]
+    finally:
+        runner.invoke(local, ["down", "--data-dir", str(data)])  # never leak brokers on failure
