@@ -59,6 +59,7 @@ TP = tuple[str, int]
 #: How long a stop request may take before the lease's Spark job is cancelled outright.
 _STOP_GRACE_S = 20.0
 _TICK_S = 0.5
+_LAG_REFRESH_S = 2.0
 
 
 @dataclass
@@ -164,6 +165,7 @@ class Planner:
         self.target = ClusterView(
             "target", cfg.target_client("admin"), cfg.target.connect_timeout.total_seconds()
         )
+        self._next_latest_refresh = 0.0
         self.starts: dict[TP, int] = {}
         self.has_progress: set[TP] = set()
         self.routes: dict[str, str] = {}
@@ -508,6 +510,14 @@ class Planner:
             self._discover()
 
     def _tick(self) -> None:
+        now = time.monotonic()
+        if self.stats.ends is None and now >= self._next_latest_refresh and self.stats.latest:
+            # Continuous mode: refresh the source's end offsets for the lag shown live.
+            self._next_latest_refresh = now + _LAG_REFRESH_S
+            try:
+                self.stats.latest = self.source.offsets(list(self.stats.latest), "latest")
+            except K2KError as exc:
+                log.warning("could not refresh source end offsets: %s", exc)
         if self.progress is not None:
             for rec in self.progress.poll():
                 tp = (rec.topic, rec.partition)
