@@ -199,13 +199,12 @@ def preload(bootstrap: str, w: Workload) -> dict[int, int]:
         }
     )
     t0 = time.monotonic()
+    base_ts = int(time.time() * 1000) - 3_600_000  # recent: old stamps fall to retention
     for i in range(w.records):
         key = i.to_bytes(8, "big")
         while True:
             try:
-                p.produce(
-                    w.topic, values[i % 997], key, i % PARTITIONS, timestamp=1_700_000_000_000 + i
-                )
+                p.produce(w.topic, values[i % 997], key, i % PARTITIONS, timestamp=base_ts + i)
                 break
             except BufferError:
                 p.poll(0.05)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,7 +34,8 @@ from tests.kafkautil import (
     read_all,
 )
 
-BASE_TS = 1_700_000_000_000  # fixed CreateTime stamps, so timestamps can be asserted exactly
+# CreateTime stamps an hour ago (a fixed old date would fall to the 7-day retention).
+BASE_TS = int(time.time() * 1000) - 3_600_000
 MIB = 1024 * 1024
 
 

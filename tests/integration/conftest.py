@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,10 @@ from k2k.config import load_pipeline
 from k2k.pipeline.planner import PipelineStats, Planner
 
 K2K = [sys.executable, "-m", "k2k.cli"]
+
+#: Record timestamps for tests: an hour ago. Never a fixed date: brokers delete records
+#: older than their retention (7 days by default) within ~30 s of starting.
+BASE_TS = int(time.time() * 1000) - 3_600_000
 
 
 @pytest.fixture(scope="session")

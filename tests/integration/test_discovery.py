@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from k2k.coordination.formats import ProgressRecord
-from tests.integration.conftest import K2K, pipeline_dict, write_pipeline
+from tests.integration.conftest import BASE_TS, K2K, pipeline_dict, write_pipeline
 from tests.kafkautil import create_topic, end_offsets, eventually, list_topics, produce, read_all
 
 pytestmark = pytest.mark.integration
@@ -34,7 +34,7 @@ def test_new_topic_is_replicated_while_running_internal_topics_never(
     produce(
         clusters.source,
         first,
-        [(i % 2, b"k", b"first", [], 1_700_000_000_000 + i) for i in range(100)],
+        [(i % 2, b"k", b"first", [], BASE_TS + i) for i in range(100)],
     )
     doc = pipeline_dict(
         clusters,
@@ -51,12 +51,12 @@ def test_new_topic_is_replicated_while_running_internal_topics_never(
         eventually(lambda: _count(clusters.target, first), expected=100, timeout=120)
         for t in [*internal, control]:  # a source topic named like our control topic, too
             create_topic(clusters.source, t, 1)
-            produce(clusters.source, t, [(0, b"k", b"internal", [], 1_700_000_000_000)])
+            produce(clusters.source, t, [(0, b"k", b"internal", [], BASE_TS)])
         create_topic(clusters.source, later, 3)
         produce(
             clusters.source,
             later,
-            [(i % 3, b"k", b"later", [], 1_700_000_000_000 + i) for i in range(30)],
+            [(i % 3, b"k", b"later", [], BASE_TS + i) for i in range(30)],
         )
         source_ends = {
             t: end_offsets(clusters.source, t) for t in [first, later, control, *internal]

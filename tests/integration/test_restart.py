@@ -11,7 +11,7 @@ import time
 import pytest
 
 from k2k.coordination.progress import ProgressStore
-from tests.integration.conftest import K2K, k2k_cli, pipeline_dict, write_pipeline
+from tests.integration.conftest import BASE_TS, K2K, k2k_cli, pipeline_dict, write_pipeline
 from tests.kafkautil import create_topic, eventually, produce, read_all
 
 pytestmark = pytest.mark.integration
@@ -67,7 +67,7 @@ def test_kill_9_mid_run_then_restart_loses_nothing(clusters, tmp_path, topic_nam
                 clusters.source,
                 t,
                 [
-                    (i % PARTITIONS, f"k{i}".encode(), f"v{i}".encode(), [], 1_700_000_000_000 + i)
+                    (i % PARTITIONS, f"k{i}".encode(), f"v{i}".encode(), [], BASE_TS + i)
                     for i in range(base, base + TOTAL // 60)
                 ],
             )
@@ -135,7 +135,7 @@ def test_sigterm_stops_cleanly_and_commits_everything(clusters, tmp_path, topic_
     produce(
         clusters.source,
         t,
-        [(i % 2, b"k", f"v{i}".encode(), [], 1_700_000_000_000 + i) for i in range(5000)],
+        [(i % 2, b"k", f"v{i}".encode(), [], BASE_TS + i) for i in range(5000)],
     )
     path = write_pipeline(tmp_path, pipeline_dict(clusters, name, [t]))
     proc = subprocess.Popen(

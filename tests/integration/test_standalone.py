@@ -12,7 +12,7 @@ import pyspark
 import pytest
 
 from k2k.local import free_port
-from tests.integration.conftest import k2k_cli, pipeline_dict, write_pipeline
+from tests.integration.conftest import BASE_TS, k2k_cli, pipeline_dict, write_pipeline
 from tests.kafkautil import create_topic, eventually, produce, read_all
 
 pytestmark = pytest.mark.integration
@@ -75,7 +75,7 @@ def test_pipeline_runs_unchanged_on_a_standalone_cluster(
         clusters.source,
         t,
         [
-            (i % 4, f"k{i}".encode(), f"v{i}".encode(), [("h", b"1")], 1_700_000_000_000 + i)
+            (i % 4, f"k{i}".encode(), f"v{i}".encode(), [("h", b"1")], BASE_TS + i)
             for i in range(20_000)
         ],
     )
