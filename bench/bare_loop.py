@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from k2k.clients.factory import consumer_settings, producer_settings
 
@@ -28,14 +28,11 @@ def main() -> None:
     producer = Producer(producer_settings({"bootstrap.servers": args.target}, False))
     consumer.assign([TopicPartition(args.topic, p, 0) for p in parts])
     produce, dest = producer.produce, args.dest
-    remaining = set(parts)
+    remaining = {TopicPartition(args.topic, p) for p in parts if ends[p] > 0}
     while remaining:
         msgs = consumer.consume(10_000, 0) or consumer.consume(10_000, 0.05)
         for m in msgs:
-            err = m.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF and m.offset() >= ends[m.partition()]:
-                    remaining.discard(m.partition())
+            if m.error() is not None:
                 continue
             while True:
                 try:
@@ -53,6 +50,10 @@ def main() -> None:
                 except BufferError:
                     producer.poll(0.05)
         producer.poll(0)
+        # Range ends are checked per batch from the consumer's positions, as a runner does.
+        for tp in consumer.position(list(remaining)):
+            if tp.offset >= ends[tp.partition]:
+                remaining = {r for r in remaining if r.partition != tp.partition}
     producer.flush(120)
     consumer.close()
 

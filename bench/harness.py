@@ -24,7 +24,7 @@ from pathlib import Path
 
 import psutil
 import yaml
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from k2k.local import free_port, start_pair
@@ -174,12 +174,16 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
         c = _readers[bootstrap] = Consumer(
             {"bootstrap.servers": bootstrap, "group.id": "bench-reader"}
         )
-    md = c.list_topics(topic, timeout=10).topics.get(topic)
-    if md is None or md.error is not None or not md.partitions:
+    try:
+        md = c.list_topics(topic, timeout=10).topics.get(topic)
+        if md is None or md.error is not None or not md.partitions:
+            return {}
+        return {
+            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in md.partitions
+        }
+    except KafkaException:  # a topic being created has no leader yet: not there yet
         return {}
-    return {
-        p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in md.partitions
-    }
 
 
 def preload(bootstrap: str, w: Workload) -> dict[int, int]:
@@ -342,7 +346,8 @@ def main() -> None:
     chosen = [CONTENDERS[c.strip()]() for c in args.only.split(",") if c.strip()]
     tmp = Path(tempfile.mkdtemp(prefix="k2k-bench-"))
     print(f"machine: {machine()}", flush=True)
-    pair = start_pair(tmp / "clusters", free_port(), free_port())
+    # Full JIT for the brokers (the test default stops at C1 for faster start-up), 1 GiB heaps.
+    pair = start_pair(tmp / "clusters", free_port(), free_port(), heap="1g", jvm_options=())
     results: list[Result] = []
     try:
         for w in workloads:

@@ -10,19 +10,15 @@ from __future__ import annotations
 import logging
 import signal
 import sys
-from collections.abc import Callable, Sequence
-from functools import wraps
-from typing import Any
+from collections.abc import Sequence
 
 import click
 
 from k2k import __version__
-from k2k.errors import ConfigError, K2KError
+from k2k.errorboundary import one_line_errors
 
 __all__ = ["main"]
 
-EXIT_FAILURE = 1
-EXIT_CONFIG = 2
 
 _FILES = click.option(
     "-f",
@@ -33,27 +29,6 @@ _FILES = click.option(
     type=click.Path(dir_okay=False),
     help="Pipeline YAML file (K2K layout). Repeat to deep-merge several files in order.",
 )
-_DEBUG = click.option("--debug", is_flag=True, help="Show Python tracebacks on errors.")
-
-
-def _error_boundary(fn: Callable[..., Any]) -> Callable[..., Any]:
-    @wraps(fn)
-    def wrapper(*args: Any, debug: bool = False, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except ConfigError as exc:
-            if debug:
-                raise
-            for problem in exc.problems:
-                click.echo(f"error: {problem}", err=True)
-            sys.exit(EXIT_CONFIG)
-        except K2KError as exc:
-            if debug:
-                raise
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(EXIT_FAILURE)
-
-    return wrapper
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -81,8 +56,7 @@ def main() -> None:
     "seen at start (migrations, scripts, tests). Without it, run until SIGINT/SIGTERM.",
 )
 @click.option("-v", "--verbose", is_flag=True, help="Log planner decisions (INFO level).")
-@_DEBUG
-@_error_boundary
+@one_line_errors
 def start(files: Sequence[str], until_caught_up: bool, verbose: bool) -> None:
     """Run the replication pipeline described by the YAML file(s).
 
@@ -119,8 +93,7 @@ def start(files: Sequence[str], until_caught_up: bool, verbose: bool) -> None:
 
 @main.command()
 @_FILES
-@_DEBUG
-@_error_boundary
+@one_line_errors
 def validate(files: Sequence[str]) -> None:
     """Load, merge and validate the pipeline; print the effective configuration.
 

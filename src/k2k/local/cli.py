@@ -15,39 +15,18 @@ later shell and never touch brokers that ``up`` did not start.
 from __future__ import annotations
 
 import shutil
-import sys
-from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
-from typing import Any
 
 import click
 
-from k2k.errors import K2KError, LocalClusterError
+from k2k.errorboundary import one_line_errors
+from k2k.errors import LocalClusterError
 from k2k.local.cluster import LocalCluster, port_is_free, start_clusters, stop_clusters
 from k2k.local.install import KAFKA_VERSION, ensure_kafka_installed, k2k_home
 
 __all__ = ["default_data_dir", "local"]
 
 CLUSTER_NAMES = ("source", "target")
-EXIT_FAILURE = 1
-
-
-def _one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn a K2KError into ``error: <message>`` on stderr and exit 1 (``--debug``: re-raise)."""
-
-    @click.option("--debug", is_flag=True, help="Show the Python traceback on errors.")
-    @wraps(command)
-    def wrapper(*args: Any, debug: bool, **kwargs: Any) -> Any:
-        try:
-            return command(*args, **kwargs)
-        except K2KError as exc:
-            if debug:
-                raise
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(EXIT_FAILURE)
-
-    return wrapper
 
 
 def default_data_dir() -> Path:
@@ -98,7 +77,7 @@ def local() -> None:
     show_default=True,
     help="Seconds to wait for the clusters to accept requests (not counting the download).",
 )
-@_one_line_errors
+@one_line_errors
 def up(source_port: int, target_port: int, data_dir: Path | None, timeout: float) -> None:
     """Start the source and target clusters; return once both accept requests.
 
@@ -162,7 +141,7 @@ def up(source_port: int, target_port: int, data_dir: Path | None, timeout: float
     is_flag=True,
     help="Also delete the clusters' data directories (topics, offsets, logs).",
 )
-@_one_line_errors
+@one_line_errors
 def down(data_dir: Path | None, timeout: float, delete_data: bool) -> None:
     """Stop the clusters that `k2k local up` started in the data directory.
 
@@ -195,7 +174,7 @@ def down(data_dir: Path | None, timeout: float, delete_data: bool) -> None:
 
 @local.command("status", short_help="Show state, address and pid of each cluster.")
 @_data_dir_option
-@_one_line_errors
+@one_line_errors
 def status(data_dir: Path | None) -> None:
     """Show whether each cluster runs, with its bootstrap address, pid and data directory."""
     root = data_dir or default_data_dir()
