@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 import click
@@ -79,7 +80,8 @@ def start(files: Sequence[str], until_caught_up: bool, verbose: bool) -> None:
         if len(signals_seen) > 1:
             click.echo("error: second signal, exiting without waiting", err=True)
             sys.exit(130)
-        planner.request_stop()
+        # From another thread: Event.set() takes a lock the interrupted main thread may hold.
+        threading.Thread(target=planner.request_stop, daemon=True).start()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:

@@ -258,3 +258,27 @@ def test_tracing_headers_can_be_chosen_one_by_one(clusters, spark, tmp_path, top
     run_until_caught_up(spark, tmp_path, doc)
     [rec] = read_all(clusters.target, t)[0]
     assert rec.headers == [("k2k_offset", b"0")]
+
+
+def test_empty_partitions_get_progress_so_a_latest_reset_skips_nothing_later(
+    clusters, spark, tmp_path, topic_name
+):
+    """With auto.offset.reset=latest, the first run must record where it started, even for
+    empty partitions; otherwise the next start would resolve "latest" again and skip the
+    records written in between."""
+    t = topic_name("latest")
+    create_topic(clusters.source, t, 2)
+    produce(clusters.source, t, [(0, b"old", b"before the first start", [], BASE_TS)])
+    doc = pipeline_dict(
+        clusters,
+        topic_name("platest"),
+        [t],
+        source={"kafka": {"consumer": {"auto.offset.reset": "latest"}}},
+    )
+    run_until_caught_up(spark, tmp_path, doc)
+    assert read_all(clusters.target, t) == {0: [], 1: []}
+    produce(clusters.source, t, [(p, b"new", f"p{p}".encode(), [], BASE_TS + 1) for p in (0, 1)])
+    run_until_caught_up(spark, tmp_path, doc)
+    dst = read_all(clusters.target, t)
+    assert [(r.key, r.value) for r in dst[0]] == [(b"new", b"p0")]
+    assert [(r.key, r.value) for r in dst[1]] == [(b"new", b"p1")]

@@ -124,6 +124,14 @@ BAD_INPUTS = {
         _set("source/kafka/consumer", {"max.poll.records": 500}),
         ["source.kafka.consumer.max.poll.records", "not supported"],
     ),
+    "acks-not-all": (
+        _set("target/kafka/producer", {"acks": "1"}),
+        ["target.kafka.producer.acks", "acks must be all"],
+    ),
+    "idempotence-off": (
+        _set("target/kafka/producer", {"enable.idempotence": "false"}),
+        ["target.kafka.producer.enable.idempotence", "order"],
+    ),
     "auto-commit": (
         _set("source/kafka/consumer", {"enable.auto.commit": "true"}),
         ["source.kafka.consumer.enable.auto.commit"],

@@ -51,6 +51,8 @@ class ClusterView:
         for name, tmd in md.topics.items():
             if tmd.error is not None and tmd.error.code() != KafkaError.LEADER_NOT_AVAILABLE:
                 continue
+            if not tmd.partitions:
+                continue  # being created: no partitions yet
             out[name] = TopicInfo(name, len(tmd.partitions))
         return out
 

@@ -50,8 +50,6 @@ CONSUMER_FORCED: dict[str, str] = {
 #: order across retries; ``message.max.bytes`` is raised so the broker, not the client,
 #: decides what is too large (its limit is per topic).
 PRODUCER_DEFAULTS: dict[str, str] = {
-    "acks": "all",
-    "enable.idempotence": "true",
     "linger.ms": "5",
     "batch.size": "1000000",
     "batch.num.messages": "100000",
@@ -59,6 +57,14 @@ PRODUCER_DEFAULTS: dict[str, str] = {
     "queue.buffering.max.kbytes": "262144",
     "message.max.bytes": "16777216",
     "socket.nagle.disable": "true",
+}
+
+
+#: Producer settings the at-least-once contract depends on (the config model refuses
+#: other values with the reason): durable acknowledgements and retry-safe ordering.
+PRODUCER_FORCED: dict[str, str] = {
+    "acks": "all",
+    "enable.idempotence": "true",
 }
 
 
@@ -74,7 +80,7 @@ def producer_settings(props: Mapping[str, str], partition_by_key: bool) -> dict[
     With key-hash partition mapping the producer places records itself with librdkafka's
     ``murmur2_random`` partitioner, which is the Java client's murmur2 placement.
     """
-    conf = {**PRODUCER_DEFAULTS, **props}
+    conf = {**PRODUCER_DEFAULTS, **props, **PRODUCER_FORCED}
     if partition_by_key:
         conf["partitioner"] = "murmur2_random"
     return conf

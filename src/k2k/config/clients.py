@@ -182,6 +182,15 @@ MANAGED: dict[str, tuple[frozenset[str] | None, str]] = {
         None,
         "k2k sets one transactional.id per runner group itself (see coordination.assignment)",
     ),
+    "acks": (
+        frozenset({"0", "1"}),
+        "progress is written only for records the target acknowledged durably: acks must "
+        "be all (-1)",
+    ),
+    "enable.idempotence": (
+        frozenset({"false"}),
+        "the idempotent producer keeps each partition's order when requests are retried",
+    ),
     "isolation.level": (
         frozenset({"read_uncommitted"}),
         "k2k reads read_committed so that aborted source transactions are never replicated",

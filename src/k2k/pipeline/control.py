@@ -26,7 +26,9 @@ _POLL_INTERVAL_S = 0.25
 class LeaseControl:
     """Runs on: driver. Answers runners' polls; ``end_lease()`` makes them wrap up."""
 
-    def __init__(self, host: str) -> None:
+    def __init__(self, host: str, bind_host: str | None = None) -> None:
+        """``host`` is the address runners connect to; the server listens on ``bind_host``
+        (default: the same), e.g. ``0.0.0.0`` when executors run on other machines."""
         self.token = secrets.token_hex(16)
         self._stop = threading.Event()
         control = self
@@ -46,7 +48,7 @@ class LeaseControl:
             daemon_threads = True
             allow_reuse_address = True
 
-        self._server = Server((host, 0), Handler)
+        self._server = Server((bind_host or host, 0), Handler)
         self.host = host
         self.port: int = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)

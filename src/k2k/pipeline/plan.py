@@ -76,7 +76,7 @@ class LeaseSpec:
     options: RecordOptions
     batch_size: int
     batch_timeout_s: float
-    deadline_epoch_s: float
+    lease_s: float
     control: tuple[str, int, str] | None = None
     flush_timeout_s: float = 60.0
 

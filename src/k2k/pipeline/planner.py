@@ -57,7 +57,7 @@ log = logging.getLogger("k2k.planner")
 TP = tuple[str, int]
 
 #: How long a stop request may take before the lease's Spark job is cancelled outright.
-_STOP_GRACE_S = 20.0
+_STOP_GRACE_S = 15.0
 _TICK_S = 0.5
 _LAG_REFRESH_S = 2.0
 
@@ -251,10 +251,11 @@ class Planner:
 
             self.spark = start_spark(f"k2k:{cfg.name}", cfg.spark.master, dict(cfg.spark.conf))
         sc = self.spark.sparkContext
-        host = sc.getConf().get("spark.driver.host", "127.0.0.1")
         if cfg.spark.master.startswith("local"):
-            host = "127.0.0.1"
-        self.control = LeaseControl(_bindable(host))
+            self.control = LeaseControl("127.0.0.1")
+        else:  # executors elsewhere reach the driver at spark.driver.host
+            host = sc.getConf().get("spark.driver.host", socket.gethostname())
+            self.control = LeaseControl(host, bind_host="0.0.0.0")
         if self._stop.is_set():
             self.control.end_lease()
 
@@ -291,7 +292,13 @@ class Planner:
         if self.until_caught_up and self.stats.ends is not None:
             known = {t for t, _ in self.stats.ends}
             selected = {t: i for t, i in selected.items() if t in known}
-        new = [t for t in selected if t not in self.routes]
+        known = getattr(self, "selected", {})
+        new = [
+            t
+            for t in selected
+            if t not in self.routes
+            or known.get(t, selected[t]).partitions != selected[t].partitions
+        ]
         if new:
             self._ensure_targets({t: selected[t] for t in new}, source_topics)
             for t in new:
@@ -355,13 +362,17 @@ class Planner:
 
     def _caught_up(self) -> bool:
         ends = self.stats.ends or {}
-        return all(self.starts.get(tp, 0) >= end for tp, end in ends.items())
+        return all(
+            tp in self.has_progress and self.starts.get(tp, 0) >= end for tp, end in ends.items()
+        )
 
     def _ranges(self) -> list[PartitionRange]:
         ends = self.stats.ends
         out = []
         for t, info in self.selected.items():
             for p in range(info.partitions):
+                if ends is not None and (t, p) not in ends:
+                    continue  # a partition added after the start (--until-caught-up)
                 end = ends.get((t, p)) if ends is not None else None
                 start = self.starts[(t, p)]
                 if end is not None and start >= end and (t, p) in self.has_progress:
@@ -377,6 +388,7 @@ class Planner:
         ranges = self._ranges()
         if not ranges:
             if self.until_caught_up:
+                self._stop.set()  # nothing left to read: deleted topics can never catch up
                 return
             self._idle_until_discovery()
             return
@@ -406,7 +418,7 @@ class Planner:
             options=record_options(cfg),
             batch_size=commit.batch_size,
             batch_timeout_s=commit.batch_timeout.total_seconds(),
-            deadline_epoch_s=time.time() + cfg.spark.lease_duration.total_seconds(),
+            lease_s=cfg.spark.lease_duration.total_seconds(),
             control=self.control.address,
         )
         log.debug("lease %d: %d groups over %d partitions", spec.lease_id, len(groups), len(ranges))
@@ -432,9 +444,13 @@ class Planner:
             time.monotonic() + self.cfg.replication.source.discovery_interval.total_seconds()
         )
         stop_seen: float | None = None
+        cancelled = False
         while thread.is_alive():
             thread.join(_TICK_S)
-            self._tick()
+            try:
+                self._tick()
+            except K2KError as exc:
+                log.warning("progress display: %s", exc)
             now = time.monotonic()
             if self._stop.is_set():
                 stop_seen = stop_seen or now
@@ -443,8 +459,9 @@ class Planner:
                     log.warning(
                         "runners did not stop within %.0f s; cancelling the lease", _STOP_GRACE_S
                     )
+                    cancelled = True
                     sc.cancelJobGroup(job_group)
-                    thread.join(10)
+                    thread.join(5)
                     break
             elif now >= next_discovery:
                 next_discovery = (
@@ -454,8 +471,8 @@ class Planner:
                     log.info("new source topics or partitions found; starting a new lease")
                     self.control.end_lease()  # type: ignore[union-attr]
         if "error" in outcome:
-            if self._stop.is_set():
-                return []
+            if cancelled:
+                return []  # our own cancel after the stop grace: uncommitted work abandoned
             raise ReplicationError(f"a runner task failed: {_spark_error_line(outcome['error'])}")
         return list(outcome.get("result", []))  # type: ignore[arg-type]
 
@@ -486,6 +503,8 @@ class Planner:
             raise ReplicationError(errors[0])
 
     def _topics_changed(self) -> bool:
+        if self.until_caught_up:
+            return False  # the set of partitions is fixed at start in this mode
         try:
             current = self.source.topics()
         except K2KError as exc:
@@ -524,14 +543,6 @@ class Planner:
                 self.stats.committed[tp] = max(self.stats.committed.get(tp, 0), rec.offset)
         if self.on_tick is not None:
             self.on_tick(self.stats)
-
-
-def _bindable(host: str) -> str:
-    try:
-        socket.getaddrinfo(host, 0)
-        return host
-    except OSError:
-        return "0.0.0.0"
 
 
 def _spark_error_line(exc: object) -> str:

@@ -148,14 +148,14 @@ class Runner:
             consume = consumer.consume
             batch_size = spec.batch_size
             batch_timeout = spec.batch_timeout_s
-            deadline = spec.deadline_epoch_s
+            deadline = time.monotonic() + spec.lease_s  # executor clock: no skew with the driver
             monotonic = time.monotonic
             epoch = _Epoch(monotonic())
             pending: deque[_Epoch] = deque()
             total_records = 0
             total_bytes = 0
 
-            while assigned and not stop.is_set() and time.time() < deadline:
+            while assigned and not stop.is_set() and monotonic() < deadline:
                 # Step 1. Read: what is queued now, or wait briefly for the next record.
                 want = min(_MAX_CONSUME_BATCH, batch_size - epoch.records)
                 msgs = consume(want, 0)

@@ -24,9 +24,17 @@ SPARK_DEFAULTS: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.python.worker.reuse": "true",
-    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_QUIET_LOG}",
+    # The driver JVM only schedules leases (runners are Python processes): C1 compilation is
+    # enough, and the C2 compiler threads would otherwise compete with runners for CPU.
+    "spark.driver.extraJavaOptions": (
+        f"-XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile=file:{_QUIET_LOG}"
+    ),
     "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_QUIET_LOG}",
 }
+
+
+#: A speculative copy of a runner task would be a second writer for the same partitions.
+SPARK_FORCED: dict[str, str] = {"spark.speculation": "false"}
 
 
 def start_spark(app_name: str, master: str, conf: dict[str, str]):  # -> SparkSession
@@ -35,7 +43,7 @@ def start_spark(app_name: str, master: str, conf: dict[str, str]):  # -> SparkSe
     from pyspark.sql import SparkSession  # imported late: pyspark is slow to import
 
     builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in {**SPARK_DEFAULTS, **conf}.items():
+    for key, value in {**SPARK_DEFAULTS, **conf, **SPARK_FORCED}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
