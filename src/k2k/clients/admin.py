@@ -39,14 +39,24 @@ class ClusterView:
         self.cluster = cluster
         self.bootstrap = conf.get("bootstrap.servers", "?")
         self.timeout_s = timeout_s
-        self.admin = AdminClient(dict(conf))
+        self.last_client_error: KafkaError | None = None
+        self.admin = AdminClient({**conf, "error_cb": self._on_client_error})
+
+    def _failure(self, exc: KafkaException, doing: str) -> ClusterError:
+        self.admin.poll(0)  # serve queued error callbacks: they carry the real cause
+        return cluster_error(exc, self.cluster, self.bootstrap, doing, self.last_client_error)
+
+    def _on_client_error(self, err: KafkaError) -> None:
+        """librdkafka reports why it cannot connect (e.g. SASL failures) only here; requests
+        just time out. Kept so the failure message can name the real cause."""
+        self.last_client_error = err
 
     def topics(self) -> dict[str, TopicInfo]:
         """Every topic the principal can see (fails within ``timeout_s`` when unreachable)."""
         try:
             md = self.admin.list_topics(timeout=self.timeout_s)
         except KafkaException as exc:
-            raise cluster_error(exc, self.cluster, self.bootstrap, "listing topics") from None
+            raise self._failure(exc, "listing topics") from None
         out: dict[str, TopicInfo] = {}
         for name, tmd in md.topics.items():
             if tmd.error is not None and tmd.error.code() != KafkaError.LEADER_NOT_AVAILABLE:
@@ -72,18 +82,14 @@ class ClusterView:
             )
             return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
         except KafkaException as exc:
-            raise cluster_error(
-                exc, self.cluster, self.bootstrap, f"listing {which} offsets"
-            ) from None
+            raise self._failure(exc, f"listing {which} offsets") from None
 
     def _describe(self, topic: str) -> dict:
         res = ConfigResource(ResourceType.TOPIC, topic)
         try:
             return self.admin.describe_configs([res], request_timeout=self.timeout_s)[res].result()
         except KafkaException as exc:
-            raise cluster_error(
-                exc, self.cluster, self.bootstrap, f"describing topic {topic}"
-            ) from None
+            raise self._failure(exc, f"describing topic {topic}") from None
 
     def non_default_configs(self, topic: str) -> dict[str, str]:
         """The topic's own (dynamic) configs: what a copy of the topic should carry."""

@@ -88,10 +88,29 @@ def describe(err: KafkaError) -> str:
     return f"{text} ({err.name()}): {hint}" if hint else f"{text} ({err.name()})"
 
 
+_AUTH_FAILURES = frozenset(
+    {KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._SSL}
+)
+
+
 def cluster_error(
-    exc: KafkaException | KafkaError, cluster: str, bootstrap: str, doing: str
+    exc: KafkaException | KafkaError,
+    cluster: str,
+    bootstrap: str,
+    doing: str,
+    cause: KafkaError | None = None,
 ) -> ClusterError:
-    """Wrap a failed driver-side request to ``cluster`` into a ClusterError that names it."""
+    """Wrap a failed driver-side request to ``cluster`` into a ClusterError that names it.
+
+    ``cause`` is the client's last background error: an authentication or TLS failure shows
+    up there while the request itself only reports a transport failure.
+    """
+    if cause is not None and cause.code() in _AUTH_FAILURES:
+        return ClusterError(
+            f"{cluster} cluster at {bootstrap}: authentication failed while {doing}: "
+            f"{cause.str()}; check {cluster}.kafka.common security.protocol, sasl.mechanism, "
+            f"sasl.jaas.config and ssl.* settings"
+        )
     err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else exc
     if isinstance(err, KafkaError):
         if err.code() in (
