@@ -72,8 +72,7 @@ def start(files: Sequence[str], until_caught_up: bool, verbose: bool) -> None:
     _setup_logging(verbose)
     cfg = load_pipeline(list(files))
     display = make_display(cfg.name, tty=sys.stderr.isatty())
-    planner = Planner(cfg, until_caught_up=until_caught_up, on_tick=display)
-    signals_seen = []
+    signals_seen: list[int] = []
 
     def on_signal(signum: int, _frame: object) -> None:
         signals_seen.append(signum)
@@ -83,7 +82,17 @@ def start(files: Sequence[str], until_caught_up: bool, verbose: bool) -> None:
         # From another thread: Event.set() takes a lock the interrupted main thread may hold.
         threading.Thread(target=planner.request_stop, daemon=True).start()
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    def install_handlers() -> None:
+        # Again after Spark starts: PySpark's SparkContext installs its own SIGINT handler
+        # (KeyboardInterrupt), which would abort instead of stopping cleanly.
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, on_signal)
+
+    planner = Planner(
+        cfg, until_caught_up=until_caught_up, on_tick=display, after_spark_start=install_handlers
+    )
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    install_handlers()
     try:
         stats = planner.run()
     finally:

@@ -128,7 +128,13 @@ def test_kill_9_mid_run_then_restart_loses_nothing(clusters, tmp_path, topic_nam
     )
 
 
-def test_sigterm_stops_cleanly_and_commits_everything(clusters, tmp_path, topic_name):
+@pytest.mark.parametrize(
+    "how",
+    ["sigterm-to-process", "ctrl-c-to-process-group"],
+)
+def test_signal_stops_cleanly_and_commits_everything(clusters, tmp_path, topic_name, how):
+    """SIGTERM (an orchestrator) and Ctrl-C (SIGINT to the terminal's whole process group,
+    Spark's JVM and Python workers included) both end with committed progress and exit 0."""
     t = topic_name("term")
     name = topic_name("pterm")
     create_topic(clusters.source, t, 2)
@@ -139,22 +145,27 @@ def test_sigterm_stops_cleanly_and_commits_everything(clusters, tmp_path, topic_
     )
     path = write_pipeline(tmp_path, pipeline_dict(clusters, name, [t]))
     proc = subprocess.Popen(
-        [*K2K, "start", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [*K2K, "start", "-f", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     try:
         eventually(
-            lambda: (
-                sum(len(v) for v in read_all(clusters.target, t, timeout=5).values()) if t else 0
-            ),
+            lambda: sum(len(v) for v in read_all(clusters.target, t, timeout=5).values()),
             expected=5000,
             timeout=120,
         )
         started = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
+        if how == "sigterm-to-process":
+            proc.send_signal(signal.SIGTERM)
+        else:
+            os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 0, err
     assert time.monotonic() - started < 30
     commit_topic = f"__k2k_progress-{name}"

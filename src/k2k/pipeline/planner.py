@@ -145,6 +145,7 @@ class Planner:
         until_caught_up: bool = False,
         on_tick: Callable[[PipelineStats], None] | None = None,
         spark: object | None = None,
+        after_spark_start: Callable[[], None] | None = None,
     ) -> None:
         """``spark``: an existing SparkSession to run leases on (kept open at the end);
         by default the planner starts its own from ``spark.master``/``spark.conf``."""
@@ -172,6 +173,7 @@ class Planner:
         self.unrouted_logged: set[str] = set()
         self.spark = spark
         self._owns_spark = spark is None
+        self.after_spark_start = after_spark_start
         self.control: LeaseControl | None = None
         self.progress: ProgressStore | None = None
 
@@ -250,6 +252,8 @@ class Planner:
             from k2k.pipeline.spark import start_spark
 
             self.spark = start_spark(f"k2k:{cfg.name}", cfg.spark.master, dict(cfg.spark.conf))
+            if self.after_spark_start is not None:
+                self.after_spark_start()  # e.g. take SIGINT back from PySpark's own handler
         sc = self.spark.sparkContext
         if cfg.spark.master.startswith("local"):
             self.control = LeaseControl("127.0.0.1")
