@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from k2k.coordination.progress import ProgressStore
+from k2k.pipeline.stages import murmur2_partition
 
 ROOT = Path(__file__).resolve().parents[1]
 PIPELINE = ROOT / "examples" / "demo-pipeline.yaml"
@@ -60,21 +61,15 @@ def forget_progress() -> None:
         store.close()
     if not latest:
         return
-    producer = Producer({"bootstrap.servers": TARGET})
-    for rec in latest.values():
-        key, _ = rec.encode()
-        consumer_partition = _partition_of(key)
-        producer.produce("__k2k_consumer-offsets", None, key, consumer_partition)
-    producer.flush(30)
-
-
-def _partition_of(key: bytes) -> int:
-    from k2k.pipeline.stages import murmur2_partition
-
     md = AdminClient({"bootstrap.servers": TARGET}).list_topics(
         "__k2k_consumer-offsets", timeout=10
     )
-    return murmur2_partition(key, len(md.topics["__k2k_consumer-offsets"].partitions))
+    partitions = len(md.topics["__k2k_consumer-offsets"].partitions)
+    producer = Producer({"bootstrap.servers": TARGET})
+    for rec in latest.values():
+        key = rec.key.encode()
+        producer.produce("__k2k_consumer-offsets", None, key, murmur2_partition(key, partitions))
+    producer.flush(30)
 
 
 def load_sample_data() -> None:

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from k2k.config import load_pipeline
+from k2k.config.loader import deep_merge
 from k2k.pipeline.planner import PipelineStats, Planner
 
 K2K = [sys.executable, "-m", "k2k.cli"]
@@ -51,16 +52,7 @@ def pipeline_dict(clusters, name: str, topic: Any, **sections: Any) -> dict[str,
         },
         "spark": {"master": "local[2]", "leaseDuration": "60 seconds"},
     }
-    _deep_update(doc, sections)
-    return doc
-
-
-def _deep_update(base: dict[str, Any], extra: dict[str, Any]) -> None:
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            _deep_update(base[key], value)
-        else:
-            base[key] = value
+    return deep_merge(doc, sections)
 
 
 def write_pipeline(tmp_path: Path, doc: dict[str, Any], name: str = "pipeline.yaml") -> Path:

@@ -133,7 +133,3 @@ class ClusterView:
                     f"is not visible after {self.timeout_s:g} s"
                 )
             time.sleep(0.05)  # metadata poll interval
-
-    def require(self, condition: bool, message: str) -> None:
-        if not condition:
-            raise ClusterError(f"{self.cluster} cluster at {self.bootstrap}: {message}")

@@ -110,7 +110,11 @@ class ProgressRecord:
         return ProgressKey(self.group, self.topic, self.partition)
 
     def encode(self) -> tuple[bytes, bytes]:
-        value = dumps_canonical(
+        return self.key.encode(), self.encode_value()
+
+    def encode_value(self) -> bytes:
+        """The value alone (writers that cache the key bytes of a partition use this)."""
+        return dumps_canonical(
             {
                 "v": self.VERSION,
                 "offset": self.offset,
@@ -118,7 +122,6 @@ class ProgressRecord:
                 "committedAt": self.committed_at_ms,
             }
         )
-        return self.key.encode(), value
 
     @classmethod
     def decode(

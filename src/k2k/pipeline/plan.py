@@ -89,8 +89,6 @@ class PartitionOutcome:
     partition: int
     start: int
     committed: int
-    records: int = 0
-    bytes: int = 0
     reached_end: bool = False
     progress_written: bool = False
 
@@ -105,5 +103,7 @@ class RunnerSummary:
 
     group: int
     partitions: list[PartitionOutcome] = field(default_factory=list)
+    records: int = 0
+    bytes: int = 0
     error: str | None = None
     seconds: float = 0.0

@@ -167,6 +167,7 @@ class Planner:
             "target", cfg.target_client("admin"), cfg.target.connect_timeout.total_seconds()
         )
         self._next_latest_refresh = 0.0
+        self._discovered_in_prepare = False
         self.starts: dict[TP, int] = {}
         self.has_progress: set[TP] = set()
         self.routes: dict[str, str] = {}
@@ -238,6 +239,7 @@ class Planner:
             self.starts[tp] = rec.offset
             self.has_progress.add(tp)
         topics = self._discover()
+        self._discovered_in_prepare = True
         if self.until_caught_up:
             tps = [(t, p) for t, info in topics.items() for p in range(info.partitions)]
             self.stats.ends = self.source.offsets(tps, "latest")
@@ -387,7 +389,9 @@ class Planner:
     def _lease(self) -> None:
         cfg = self.cfg
         assert self.spark is not None and self.control is not None
-        if self.stats.leases:
+        if self._discovered_in_prepare:
+            self._discovered_in_prepare = False  # _prepare just did it for this first pass
+        else:
             self._discover()  # a lease boundary is where new topics take effect
         ranges = self._ranges()
         if not ranges:
@@ -488,7 +492,7 @@ class Planner:
                 self.stats.leases,
                 s.group,
                 len(s.partitions),
-                sum(o.records for o in s.partitions),
+                s.records,
                 s.seconds,
                 f", error: {s.error}" if s.error else "",
             )
@@ -498,8 +502,8 @@ class Planner:
                     self.starts[tp] = max(self.starts.get(tp, 0), o.committed)
                     self.has_progress.add(tp)
                 self.stats.committed[tp] = self.starts[tp]
-                self.stats.records += o.records
-                self.stats.bytes += o.bytes
+            self.stats.records += s.records
+            self.stats.bytes += s.bytes
             if s.error:
                 errors.append(s.error)
         self._tick()
@@ -529,8 +533,6 @@ class Planner:
         while not self._stop.is_set() and time.monotonic() < deadline:
             self._stop.wait(_TICK_S)
             self._tick()
-        if not self._stop.is_set():
-            self._discover()
 
     def _tick(self) -> None:
         now = time.monotonic()

@@ -102,6 +102,8 @@ class Runner:
         self.eof: dict[tuple[str, int], int] = {}
         self.client_errors: list[str] = []
         self.progress_error: str | None = None
+        self.totals = (0, 0)  # records and key+value bytes produced during the lease
+        self._progress_keys: dict[tuple[str, int], tuple[bytes, int]] = {}
 
     def run(self) -> RunnerSummary:
         """Runs on: executor. Never raises for k2k faults: they are returned in the summary."""
@@ -112,6 +114,7 @@ class Runner:
         except K2KError as exc:
             summary.error = str(exc)
         summary.partitions = list(self.outcomes.values())
+        summary.records, summary.bytes = self.totals
         summary.seconds = time.monotonic() - started
         return summary
 
@@ -223,7 +226,7 @@ class Runner:
             epoch.positions = final
             pending.append(epoch)
             self._finish(producer, pending)
-            self._record_totals(total_records, total_bytes)
+            self.totals = (total_records, total_bytes)
         finally:
             stop.close()
             consumer.close()
@@ -258,12 +261,15 @@ class Runner:
             if pos == before and key not in self.unwritten:
                 continue
             record = ProgressRecord(spec.commit_group, key[0], key[1], pos, spec.pipeline, now_ms)
-            k, v = record.encode()
+            slot = self._progress_keys.get(key)
+            if slot is None:
+                k = record.key.encode()
+                slot = self._progress_keys[key] = (k, murmur2_partition(k, spec.commit_partitions))
             producer.produce(  # type: ignore[attr-defined]
                 spec.commit_topic,
-                v,
-                k,
-                murmur2_partition(k, spec.commit_partitions),
+                record.encode_value(),
+                slot[0],
+                slot[1],
                 self._on_progress_delivery,
             )
             self.committed[key] = pos
@@ -378,14 +384,6 @@ class Runner:
             if pos > self.committed[(t, p)]
         ]
         return f" (uncommitted source ranges: {', '.join(parts)})" if parts else ""
-
-    def _record_totals(self, records: int, nbytes: int) -> None:
-        # Totals are reported once per runner on its first partition outcome; the planner
-        # only sums them.
-        first = next(iter(self.outcomes.values()), None)
-        if first is not None:
-            first.records = records
-            first.bytes = nbytes
 
 
 def _record_error(m: object, exc: KafkaException) -> ReplicationError:
