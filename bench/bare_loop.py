@@ -7,6 +7,7 @@ progress records, no Spark. Run one process per core, each with a share of the p
 from __future__ import annotations
 
 import argparse
+import signal
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -20,16 +21,25 @@ def main() -> None:
     ap.add_argument("--topic", required=True)
     ap.add_argument("--dest", required=True)
     ap.add_argument("--partitions", required=True, help="comma-separated partition numbers")
-    ap.add_argument("--ends", required=True, help="comma-separated end offsets, same order")
+    ap.add_argument(
+        "--ends", help="comma-separated end offsets, same order (none: run until SIGTERM)"
+    )
     args = ap.parse_args()
     parts = [int(p) for p in args.partitions.split(",")]
-    ends = dict(zip(parts, (int(e) for e in args.ends.split(",")), strict=True))
+    steady = args.ends is None
+    ends = (
+        {p: 2**62 for p in parts}
+        if steady
+        else dict(zip(parts, (int(e) for e in args.ends.split(",")), strict=True))
+    )
+    stopped = []
+    signal.signal(signal.SIGTERM, lambda *_: stopped.append(True))
     consumer = Consumer(consumer_settings({"bootstrap.servers": args.source}, "bench-bare"))
     producer = Producer(producer_settings({"bootstrap.servers": args.target}, False))
     consumer.assign([TopicPartition(args.topic, p, 0) for p in parts])
     produce, dest = producer.produce, args.dest
     remaining = {TopicPartition(args.topic, p) for p in parts if ends[p] > 0}
-    while remaining:
+    while remaining and not stopped:
         msgs = consumer.consume(10_000, 0) or consumer.consume(10_000, 0.05)
         for m in msgs:
             if m.error() is not None:
@@ -51,6 +61,8 @@ def main() -> None:
                     producer.poll(0.05)
         producer.poll(0)
         # Range ends are checked per batch from the consumer's positions, as a runner does.
+        if steady:
+            continue
         for tp in consumer.position(list(remaining)):
             if tp.offset >= ends[tp.partition]:
                 remaining = {r for r in remaining if r.partition != tp.partition}

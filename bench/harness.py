@@ -1,40 +1,66 @@
 """Benchmark harness: same brokers, same data, each contender in turn, one table.
 
-For each workload the source topic is loaded once; each contender then copies it into a
-fresh target topic while a monitor samples (every 100 ms) the target's end offsets and the
-contender's process tree (CPU seconds, summed RSS). A run only counts if the target holds
-exactly the source's record count per partition and sampled records are byte-identical.
+    bench/run [--quick] [--only k2k,mm2,...] [--skip-steady]
 
-    bench/run [--quick] [--only k2k,bare] [--keep-clusters]
+1. Fetch every contender's jars (``setup``), then start one embedded source/target pair.
+2. Warm the brokers' JIT with an unmeasured bare-loop copy, so the first contender is not
+   penalised.
+3. **W1 backlog**: load each workload once into an 8-partition source topic; each contender
+   copies it into a fresh target topic while a monitor samples the target's end offsets and
+   the contender's process tree (CPU seconds, summed RSS) every 100 ms. A run counts only if
+   the target holds exactly the source's records per partition and sampled records are
+   byte-identical (key, value, timestamp).
+4. **W2 steady state**: per contender and rate, a fresh source topic; the contender is
+   started, warm-up records are written until one reaches the target, then a paced writer
+   sends ``rate`` records/s for the window while a probe on the target (``read_committed``)
+   measures source timestamp → visible latency (``bench/latency.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
 import platform
 import random
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
-import yaml
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from bench.ceiling import BareLoop, ProducerPerfTool, create_topic
+from bench.contender import Contender, Ctx
+from bench.k2k_bench import K2KAtLeastOnce
+from bench.latency import PacedWriter
+from bench.mm2 import MirrorMaker2AtLeastOnce, MirrorMaker2ExactlyOnce
+from bench.spark_sss import SparkStructuredStreaming
 from k2k.local import free_port, start_pair
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTITIONS = 8
 
+#: Every contender, in the order they run. k2k exactly-once joins with one line here.
+CONTENDERS: list[type[Contender]] = [
+    K2KAtLeastOnce,
+    MirrorMaker2AtLeastOnce,
+    MirrorMaker2ExactlyOnce,
+    SparkStructuredStreaming,
+    ProducerPerfTool,
+    BareLoop,
+]
+
 
 @dataclass(frozen=True)
-class Workload:
+class Backlog:
     name: str
     records: int
     value_size: int
@@ -44,134 +70,62 @@ class Workload:
         return f"bench-{self.name}-{self.records}"
 
 
-FULL = [Workload("W1-100B", 5_000_000, 100), Workload("W1-1KB", 1_000_000, 1024)]
-QUICK = [Workload("W1-100B", 1_000_000, 100), Workload("W1-1KB", 200_000, 1024)]
+@dataclass(frozen=True)
+class Steady:
+    rate: int  # records/s
+    seconds: float
+    value_size: int = 100
+
+    @property
+    def name(self) -> str:
+        return f"W2-{self.rate // 1000}k/s"
+
+
+@dataclass(frozen=True)
+class Plan:
+    backlog: tuple[Backlog, ...]
+    steady: tuple[Steady, ...]
+    warmup_records: int
+
+
+FULL = Plan(
+    (Backlog("W1-100B", 5_000_000, 100), Backlog("W1-1KB", 1_000_000, 1024)),
+    (Steady(5_000, 60), Steady(20_000, 60)),
+    1_000_000,
+)
+QUICK = Plan(
+    (Backlog("W1-100B", 1_000_000, 100), Backlog("W1-1KB", 200_000, 1024)),
+    (Steady(5_000, 15),),
+    300_000,
+)
 
 
 @dataclass
 class Result:
     contender: str
-    workload: Workload
-    seconds: float = 0.0  # first record on the target -> last record on the target
+    guarantee: str
+    workload: str
+    records: int
+    value_size: int
+    seconds: float = 0.0  # backlog: first record on the target -> last record on the target
     wall: float = 0.0  # process start -> done (includes JVM/Spark start-up)
     cpu_s: float = 0.0
     peak_rss_mb: float = 0.0
+    p50_ms: float | None = None
+    p99_ms: float | None = None
     complete: bool = False
     note: str = ""
 
     @property
     def rate(self) -> float:
-        return self.workload.records / self.seconds if self.seconds else 0.0
+        return self.records / self.seconds if self.seconds else 0.0
 
     @property
     def mbps(self) -> float:
-        return self.rate * (self.workload.value_size + 8) / 1e6
+        return self.rate * (self.value_size + 8) / 1e6
 
 
-@dataclass
-class Ctx:
-    source: str
-    target: str
-    workload: Workload
-    dest: str
-    ends: dict[int, int]
-    tmp: Path
-    procs: list[subprocess.Popen] = field(default_factory=list)
-
-
-# -- contenders ---------------------------------------------------------------------------
-
-
-class K2KAtLeastOnce:
-    """``k2k start --until-caught-up`` with default commit settings, local[2]."""
-
-    name = "k2k at-least-once"
-    extra: dict = {}
-    commit: dict = {}
-
-    def start(self, ctx: Ctx) -> None:
-        doc = {
-            "name": f"bench-{uuid.uuid4().hex[:8]}",
-            "features": {
-                "autoCreateTopics": "enabled",
-                "autoCreateControlTopics": "enabled",
-                "headerReplication": "enabled",
-                **self.extra,
-            },
-            "source": {"kafka": {"common": {"bootstrap.servers": ctx.source}}},
-            "target": {"kafka": {"common": {"bootstrap.servers": ctx.target}}},
-            "replication": [
-                {"source": {"topic": [ctx.workload.topic]}},
-                {"sink": {"topic": {"map": {ctx.workload.topic: ctx.dest}}, "partition": "source"}},
-            ],
-            "spark": {"master": "local[2]"},
-            "coordination": {"commit": self.commit},
-        }
-        path = ctx.tmp / f"{ctx.dest}.yaml"
-        path.write_text(yaml.safe_dump(doc))
-        with open(ctx.tmp / f"{ctx.dest}.log", "w") as log:  # the child keeps its own copy
-            ctx.procs.append(
-                subprocess.Popen(
-                    [str(ROOT / ".venv/bin/k2k"), "start", "--until-caught-up", "-f", str(path)],
-                    stdout=subprocess.DEVNULL,
-                    stderr=log,
-                )
-            )
-
-
-class K2KLargeBatches(K2KAtLeastOnce):
-    """The same with fewer, larger commit batches (fewer progress writes on the target)."""
-
-    name = "k2k at-least-once, batchSize 20000"
-    commit = {"batchSize": 20000, "batchTimeout": "5 seconds"}
-
-
-class BareLoop:
-    """Two bare librdkafka consume->produce processes (one per core), 4 partitions each."""
-
-    name = "bare librdkafka loop"
-
-    def start(self, ctx: Ctx) -> None:
-        _create(ctx.target, ctx.dest, PARTITIONS)
-        for share in (range(0, PARTITIONS, 2), range(1, PARTITIONS, 2)):
-            parts = list(share)
-            ctx.procs.append(
-                subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "bench.bare_loop",
-                        "--source",
-                        ctx.source,
-                        "--target",
-                        ctx.target,
-                        "--topic",
-                        ctx.workload.topic,
-                        "--dest",
-                        ctx.dest,
-                        "--partitions",
-                        ",".join(map(str, parts)),
-                        "--ends",
-                        ",".join(str(ctx.ends[p]) for p in parts),
-                    ],
-                    cwd=ROOT,
-                )
-            )
-
-
-CONTENDERS = {"k2k": K2KAtLeastOnce, "k2k-batch20k": K2KLargeBatches, "bare": BareLoop}
-
-
-# -- data ---------------------------------------------------------------------------------
-
-
-def _create(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    if topic in admin.list_topics(timeout=10).topics:
-        return
-    for f in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
-        f.result()
-
+# -- cluster reads ------------------------------------------------------------------------
 
 _readers: dict[str, Consumer] = {}
 
@@ -195,13 +149,13 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
         return {}
 
 
-def preload(bootstrap: str, w: Workload) -> dict[int, int]:
-    ends = end_offsets(bootstrap, w.topic)
-    if sum(ends.values()) == w.records:
+def preload(bootstrap: str, topic: str, records: int, value_size: int) -> dict[int, int]:
+    ends = end_offsets(bootstrap, topic)
+    if sum(ends.values()) == records:
         return ends
-    _create(bootstrap, w.topic, PARTITIONS)
-    rng = random.Random(w.records)
-    values = [rng.randbytes(w.value_size) for _ in range(997)]
+    create_topic(bootstrap, topic, PARTITIONS)
+    rng = random.Random(records)
+    values = [rng.randbytes(value_size) for _ in range(997)]
     p = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -213,174 +167,464 @@ def preload(bootstrap: str, w: Workload) -> dict[int, int]:
     )
     t0 = time.monotonic()
     base_ts = int(time.time() * 1000) - 3_600_000  # recent: old stamps fall to retention
-    for i in range(w.records):
+    headers = [("bench", b"k2k")]
+    for i in range(records):
         key = i.to_bytes(8, "big")
         while True:
             try:
-                p.produce(w.topic, values[i % 997], key, i % PARTITIONS, timestamp=base_ts + i)
+                p.produce(
+                    topic,
+                    values[i % 997],
+                    key,
+                    i % PARTITIONS,
+                    timestamp=base_ts + i,
+                    headers=headers if i % 10 == 0 else None,
+                )
                 break
             except BufferError:
                 p.poll(0.05)
     p.flush(120)
-    print(
-        f"  loaded {w.records:,} x {w.value_size} B into {w.topic} in {time.monotonic() - t0:.1f} s",
-        flush=True,
+    print(f"  loaded {records:,} x {value_size} B into {topic} in {time.monotonic() - t0:.1f} s")
+    return end_offsets(bootstrap, topic)
+
+
+def digest(bootstrap: str, topic: str, with_ts: bool) -> dict[int, tuple[int, str]]:
+    """Per partition: (record count, ordered hash of key, value, headers and maybe timestamp),
+    read with ``read_committed`` up to the end offsets at the time of the call.
+
+    Reading everything makes the check independent of offsets, which transaction markers of
+    exactly-once contenders shift."""
+    ends = end_offsets(bootstrap, topic)
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-digest",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        }
     )
-    return end_offsets(bootstrap, w.topic)
+    hashes = {p: hashlib.blake2b(digest_size=16) for p in ends}
+    counts = dict.fromkeys(ends, 0)
+    todo = {p for p, end in ends.items() if end > 0}
+    c.assign([TopicPartition(topic, p, 0) for p in todo])
+    deadline = time.monotonic() + 600
+    while todo and time.monotonic() < deadline:
+        for m in c.consume(10_000, 1):
+            p = m.partition()
+            if m.error() is not None:
+                if m.error().code() == KafkaError._PARTITION_EOF and m.offset() >= ends[p]:
+                    todo.discard(p)
+                continue
+            h = hashes[p]
+            h.update(m.key() or b"\0")
+            h.update(m.value() or b"\0")
+            headers = m.headers()
+            if headers:
+                h.update(repr(headers).encode())
+            if with_ts:
+                h.update(m.timestamp()[1].to_bytes(8, "big"))
+            counts[p] += 1
+    c.close()
+    return {p: (counts[p], hashes[p].hexdigest()) for p in ends}
 
 
-def sample_identical(ctx: Ctx, per_partition: int = 500) -> bool:
-    """The first and last ``per_partition`` records of every partition are byte-identical."""
+_source_digests: dict[tuple[str, bool], dict[int, tuple[int, str]]] = {}
 
-    def read(bootstrap: str, topic: str, p: int, start: int, n: int) -> list[tuple]:
-        c = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": "bench-check",
-                "enable.partition.eof": True,
-            }
-        )
-        c.assign([TopicPartition(topic, p, start)])
-        out: list[tuple] = []
-        while len(out) < n:
-            for m in c.consume(n - len(out), 5):
-                if m.error() is None:
-                    out.append((m.key(), m.value(), m.timestamp()[1]))
-                elif len(out) == 0:
-                    continue
-        c.close()
-        return out[:n]
 
-    for p, end in ctx.ends.items():
-        for start in (0, max(0, end - per_partition)):
-            n = min(per_partition, end)
-            if read(ctx.source, ctx.workload.topic, p, start, n) != read(
-                ctx.target, ctx.dest, p, start, n
-            ):
-                return False
-    return True
+def identical(ctx: Ctx, with_ts: bool) -> tuple[bool, str]:
+    """The target equals the source, partition by partition, record for record."""
+    key = (ctx.topic, with_ts)
+    if key not in _source_digests:
+        _source_digests[key] = digest(ctx.source, ctx.topic, with_ts)
+    want = _source_digests[key]
+    got = digest(ctx.target, ctx.dest, with_ts)
+    if got == want:
+        return True, ""
+    have = sum(n for n, _ in got.values())
+    total = sum(n for n, _ in want.values())
+    if have != total:
+        return False, f"INCOMPLETE: {have:,} of {total:,} records"
+    differ = sorted(p for p in want if got.get(p) != want[p])
+    return False, f"DIFFERENT content in partitions {differ}"
+
+
+def last_keys(bootstrap: str, topic: str) -> dict[int, bytes | None]:
+    """The key of the last committed record of every partition (read near the end)."""
+    ends = end_offsets(bootstrap, topic)
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-tail",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        }
+    )
+    out: dict[int, bytes | None] = dict.fromkeys(ends)
+    todo = {p for p, end in ends.items() if end > 0}
+    c.assign([TopicPartition(topic, p, max(0, ends[p] - 64)) for p in todo])
+    deadline = time.monotonic() + 10
+    while todo and time.monotonic() < deadline:
+        for m in c.consume(1000, 0.5):
+            if m.error() is None:
+                out[m.partition()] = m.key()
+            elif m.error().code() == KafkaError._PARTITION_EOF:
+                todo.discard(m.partition())
+    c.close()
+    return out
 
 
 # -- measurement --------------------------------------------------------------------------
 
 
-def _tree(procs: list[subprocess.Popen]) -> list[psutil.Process]:
-    out = []
-    for p in procs:
-        try:
-            root = psutil.Process(p.pid)
-            out.append(root)
-            out.extend(root.children(recursive=True))
-        except psutil.NoSuchProcess:
-            pass
-    return out
+class Monitor(threading.Thread):
+    """Samples the contender's whole process tree every 100 ms: CPU seconds, peak RSS."""
 
+    def __init__(self, procs: list[subprocess.Popen]) -> None:
+        super().__init__(daemon=True)
+        self.procs = procs
+        self.cpu: dict[int, float] = {}
+        self.peak_rss = 0
+        self._stop_event = threading.Event()
 
-def measure(contender, ctx: Ctx, timeout_s: float) -> Result:
-    res = Result(contender.name, ctx.workload)
-    total = sum(ctx.ends.values())
-    cpu: dict[int, float] = {}
-    started = time.monotonic()
-    contender.start(ctx)
-    first = done = None
-    while time.monotonic() - started < timeout_s:
+    def run(self) -> None:
+        while not self._stop_event.wait(0.1):
+            self.sample()
+
+    def sample(self) -> None:
         rss = 0
-        for proc in _tree(ctx.procs):
+        for proc in self._tree():
             try:
                 t = proc.cpu_times()
-                cpu[proc.pid] = t.user + t.system + t.children_user + t.children_system
+                self.cpu[proc.pid] = t.user + t.system + t.children_user + t.children_system
                 rss += proc.memory_info().rss
-            except psutil.NoSuchProcess:
+            except psutil.Error:
                 pass
-        res.peak_rss_mb = max(res.peak_rss_mb, rss / 2**20)
-        have = (
-            sum(end_offsets(ctx.target, ctx.dest).values())
-            if first is None or done is None
-            else total
-        )
-        now = time.monotonic()
-        if have > 0 and first is None:
-            first = now
-        if have >= total and done is None:
-            done = now
-        if done is not None and all(p.poll() is not None for p in ctx.procs):
-            break
-        time.sleep(0.1)  # sampling period of the monitor
-    for p in ctx.procs:
+        self.peak_rss = max(self.peak_rss, rss)
+
+    def cpu_s(self) -> float:
+        return sum(self.cpu.values())
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join()
+
+    def _tree(self) -> list[psutil.Process]:
+        out = []
+        for p in list(self.procs):
+            try:
+                root = psutil.Process(p.pid)
+                out.append(root)
+                out.extend(root.children(recursive=True))
+            except psutil.Error:
+                pass
+        return out
+
+
+def stop_processes(procs: list[subprocess.Popen], grace_s: float = 60) -> bool:
+    """SIGTERM every process, SIGKILL what is left after ``grace_s``; True if all ended."""
+    for p in procs:
         if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    clean = True
+    for p in procs:
+        try:
+            p.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
             p.kill()
+            p.wait()
+            clean = False
+    return clean
+
+
+def run_backlog(c: Contender, w: Backlog, env: Env, ends: dict[int, int], limit: float) -> Result:
+    run = uuid.uuid4().hex[:6]
+    ctx = Ctx(
+        env.source,
+        env.target,
+        w.topic,
+        c.dest_topic(w.topic, run),
+        PARTITIONS,
+        False,
+        run,
+        env.scratch(run),
+        records=w.records,
+        value_size=w.value_size,
+        ends=ends,
+    )
+    res = Result(c.name, c.guarantee, w.name, w.records, w.value_size)
+    total = sum(ends.values())
+    tails = last_keys(env.source, w.topic) if c.guarantee == "exactly-once" else {}
+    started = time.monotonic()
+    monitor = Monitor(ctx.procs)
+    c.start(ctx)
+    monitor.start()
+    first = done = None
+    # Exactly-once targets hold transaction markers, so end offsets overshoot the record
+    # count: there, done means every partition's last source record is on the target.
+    transactional = c.guarantee == "exactly-once"
+    try:
+        while time.monotonic() - started < limit:
+            if done is None:
+                have = sum(end_offsets(ctx.target, ctx.dest).values())
+                now = time.monotonic()
+                if have > 0 and first is None:
+                    first = now
+                if have >= total and (
+                    not transactional or last_keys(ctx.target, ctx.dest) == tails
+                ):
+                    done = now
+                    if not c.exits_when_done:
+                        break
+            if done is not None and all(p.poll() is not None for p in ctx.procs):
+                break
+            if done is None and ctx.procs and all(p.poll() is not None for p in ctx.procs):
+                res.note = "exited early"
+                break
+            time.sleep(0.1)  # the monitor's sampling period
+        else:
             res.note = "timed out"
-        p.wait()
-    res.cpu_s = sum(cpu.values())
+    finally:
+        monitor.sample()
+        stop_processes(ctx.procs)
+        monitor.stop()
+    res.cpu_s = monitor.cpu_s()
+    res.peak_rss_mb = monitor.peak_rss / 2**20
     res.wall = time.monotonic() - started
     if first is not None and done is not None:
         res.seconds = done - first
-    final = end_offsets(ctx.target, ctx.dest)
-    res.complete = final == ctx.ends and sample_identical(ctx)
+    if c.exact:
+        res.complete, why = identical(ctx, c.keeps_timestamps)
+    else:
+        have = sum(end_offsets(ctx.target, ctx.dest).values())
+        res.complete, why = have == total, f"INCOMPLETE: {have:,} of {total:,} records"
     if not res.complete and not res.note:
-        res.note = f"INCOMPLETE: {sum(final.values()):,} of {total:,}"
+        res.note = why
     return res
+
+
+def run_steady(c: Contender, s: Steady, env: Env) -> Result:
+    run = uuid.uuid4().hex[:6]
+    topic = f"steady-{s.rate}-{run}"
+    create_topic(env.source, topic, PARTITIONS)
+    ctx = Ctx(
+        env.source,
+        env.target,
+        topic,
+        c.dest_topic(topic, run),
+        PARTITIONS,
+        True,
+        run,
+        env.scratch(run),
+        value_size=s.value_size,
+    )
+    expect = int(s.rate * s.seconds)
+    res = Result(c.name, c.guarantee, s.name, expect, s.value_size)
+    writer = PacedWriter(env.source, topic, PARTITIONS, s.value_size)
+    monitor = Monitor(ctx.procs)
+    started = time.monotonic()
+    c.start(ctx)
+    monitor.start()
+    out = ctx.tmp / "latency.json"
+    probe = None
+    try:
+        # Ready once a warm-up record made it through (start-up, topic creation, discovery).
+        while sum(end_offsets(ctx.target, ctx.dest).values()) == 0:
+            if time.monotonic() - started > 300 or all(p.poll() is not None for p in ctx.procs):
+                res.note = "never became ready"
+                return res
+            writer.warmup()
+            time.sleep(1)  # one warm-up round per second; readiness is polled meanwhile
+        probe = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "bench.latency",
+                "--target",
+                env.target,
+                "--topic",
+                ctx.dest,
+                "--partitions",
+                str(PARTITIONS),
+                "--expect",
+                str(expect),
+                "--out",
+                str(out),
+                "--limit",
+                str(s.seconds + 120),
+            ],
+            cwd=ROOT,
+        )
+        monitor.sample()
+        cpu0 = monitor.cpu_s()
+        writer.run(s.rate, s.seconds)
+        probe.wait(s.seconds + 180)
+        monitor.sample()
+        res.cpu_s = monitor.cpu_s() - cpu0
+        res.seconds = s.seconds
+    finally:
+        if probe is not None and probe.poll() is None:
+            probe.kill()
+        stop_processes(ctx.procs)
+        monitor.stop()
+        res.wall = time.monotonic() - started
+        res.peak_rss_mb = monitor.peak_rss / 2**20
+    figures = json.loads(out.read_text()) if out.is_file() else {}
+    res.p50_ms = figures.get("p50_ms")
+    res.p99_ms = figures.get("p99_ms")
+    received, dups = figures.get("received", 0), figures.get("duplicates", 0)
+    res.complete = received == expect
+    if not res.complete:
+        res.note = f"INCOMPLETE: {received:,} of {expect:,} measured records seen"
+    elif c.exact:
+        res.complete, res.note = identical(ctx, c.keeps_timestamps)
+    if res.complete and dups:
+        res.note = f"{dups} duplicates"
+    return res
+
+
+# -- report -------------------------------------------------------------------------------
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.0f}"
 
 
 def table(results: list[Result]) -> str:
     lines = [
-        "| contender | workload | records | records/s | MB/s | copy s | wall s | CPU s | peak RSS MB | complete |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| contender | guarantee | workload | records | records/s | MB/s | p50 ms | p99 ms "
+        "| copy s | wall s | CPU s | peak RSS MB | complete |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in results:
+        steady = r.p50_ms is not None or r.workload.startswith("W2")
+        rate = "-" if steady else f"{r.rate:,.0f}"
+        mbps = "-" if steady else f"{r.mbps:,.1f}"
         lines.append(
-            f"| {r.contender} | {r.workload.name} | {r.workload.records:,} | {r.rate:,.0f} | {r.mbps:,.1f} | {r.seconds:.1f} | "
-            f"{r.wall:.1f} | {r.cpu_s:.1f} | {r.peak_rss_mb:,.0f} | {'yes' if r.complete else r.note} |"
+            f"| {r.contender} | {r.guarantee} | {r.workload} | {r.records:,} | {rate} | {mbps} "
+            f"| {_ms(r.p50_ms)} | {_ms(r.p99_ms)} | {r.seconds:.1f} | {r.wall:.1f} "
+            f"| {r.cpu_s:.1f} | {r.peak_rss_mb:,.0f} | {'yes' if r.complete else r.note} |"
         )
     return "\n".join(lines)
+
+
+def ratios(results: list[Result]) -> list[str]:
+    """The summary lines; the last is ``ratio vs MirrorMaker 2: ...`` when both ran."""
+    by = {(r.contender, r.workload): r for r in results if r.complete}
+
+    def rate(name: str, workload: str = "W1-100B") -> float:
+        r = by.get((name, workload))
+        return r.rate if r else 0.0
+
+    out = []
+    for w in sorted({r.workload for r in results if r.workload.startswith("W1")}):
+        k, b = rate(K2KAtLeastOnce.name, w), rate(BareLoop.name, w)
+        if k and b:
+            out.append(f"k2k at-least-once vs bare librdkafka loop, {w}: {k / b:.0%}")
+    k_alo, m_alo = rate(K2KAtLeastOnce.name), rate(MirrorMaker2AtLeastOnce.name)
+    if k_alo and m_alo:
+        line = f"ratio vs MirrorMaker 2: at-least-once {k_alo / m_alo:.2f}"
+        k_eos, m_eos = rate("k2k exactly-once"), rate(MirrorMaker2ExactlyOnce.name)
+        if k_eos and m_eos:
+            line += f", exactly-once {k_eos / m_eos:.2f}"
+        out.append(line)
+    return out
 
 
 def machine() -> str:
     mem = psutil.virtual_memory().total / 2**30
     cpu = platform.processor() or platform.machine()
-    return f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB RAM, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
+    jvm = java.splitlines()[0] if java else "java ?"
+    return (
+        f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB RAM, {platform.system()} "
+        f"{platform.release()}, Python {platform.python_version()}, {jvm}"
+    )
+
+
+@dataclass
+class Env:
+    source: str
+    target: str
+    tmp: Path
+
+    def scratch(self, run: str) -> Path:
+        d = self.tmp / run
+        d.mkdir(parents=True, exist_ok=True)
+        return d
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--quick", action="store_true", help="smaller workloads (about 5 minutes)")
-    ap.add_argument(
-        "--only", default=",".join(CONTENDERS), help=f"contenders to run, of {','.join(CONTENDERS)}"
-    )
+    keys = [c.key for c in CONTENDERS]
+    ap.add_argument("--quick", action="store_true", help="smaller workloads (under 5 minutes)")
+    ap.add_argument("--only", default=",".join(keys), help=f"contenders, of {','.join(keys)}")
+    ap.add_argument("--skip-steady", action="store_true", help="only the W1 backlog runs")
+    ap.add_argument("--skip-backlog", action="store_true", help="only the W2 steady runs")
     ap.add_argument("--timeout", type=float, default=900, help="per-run time limit in seconds")
+    ap.add_argument(
+        "--clusters",
+        metavar="SOURCE,TARGET",
+        help="use running clusters (bootstrap servers) instead of starting an embedded pair; "
+        "loaded workload topics are reused",
+    )
     args = ap.parse_args()
-    workloads = QUICK if args.quick else FULL
-    chosen = [CONTENDERS[c.strip()]() for c in args.only.split(",") if c.strip()]
-    tmp = Path(tempfile.mkdtemp(prefix="k2k-bench-"))
+    wanted = [k.strip() for k in args.only.split(",") if k.strip()]
+    unknown = sorted(set(wanted) - set(keys))
+    if unknown:
+        ap.error(f"--only: unknown contender(s) {', '.join(unknown)}; known: {', '.join(keys)}")
+    chosen = [cls() for cls in CONTENDERS if cls.key in wanted]
+    plan = QUICK if args.quick else FULL
     print(f"machine: {machine()}", flush=True)
-    # Full JIT for the brokers (the test default stops at C1 for faster start-up), 1 GiB heaps.
-    pair = start_pair(tmp / "clusters", free_port(), free_port(), heap="1g", jvm_options=())
+    for c in chosen:
+        c.setup()
+    tmp = Path(tempfile.mkdtemp(prefix="k2k-bench-"))
+    if args.clusters:
+        pair = None
+        env = Env(*args.clusters.split(",", 1), tmp)
+    else:
+        # Full JIT for the brokers (the test default stops at C1 for faster start-up), 1 GiB
+        # heaps: production-like brokers, not test ones.
+        pair = start_pair(tmp / "clusters", free_port(), free_port(), heap="1g", jvm_options=())
+        env = Env(pair.source.bootstrap, pair.target.bootstrap, tmp)
     results: list[Result] = []
     try:
-        for w in workloads:
-            ends = preload(pair.source.bootstrap, w)
-            for contender in chosen:
-                dest = f"{w.topic}-{contender.__class__.__name__.lower()}-{uuid.uuid4().hex[:6]}"
-                ctx = Ctx(pair.source.bootstrap, pair.target.bootstrap, w, dest, ends, tmp)
-                r = measure(contender, ctx, args.timeout)
+        warm = Backlog("warmup", plan.warmup_records, 100)
+        ends = preload(env.source, warm.topic, warm.records, warm.value_size)
+        run_backlog(BareLoop(), warm, env, ends, args.timeout)  # unmeasured: JIT warm-up
+        for w in () if args.skip_backlog else plan.backlog:
+            ends = preload(env.source, w.topic, w.records, w.value_size)
+            for c in chosen:
+                r = run_backlog(c, w, env, ends, args.timeout)
                 results.append(r)
                 print(
-                    f"  {r.contender:24} {w.name:8} {r.rate:>12,.0f} records/s {r.mbps:8.1f} MB/s  complete={r.complete}",
+                    f"  {r.contender:32} {w.name:8} {r.rate:>10,.0f} records/s "
+                    f"{r.mbps:7.1f} MB/s  {'complete' if r.complete else r.note}",
+                    flush=True,
+                )
+        for s in () if args.skip_steady else plan.steady:
+            for c in chosen:
+                if not c.steady_capable:
+                    continue
+                r = run_steady(c, s, env)
+                results.append(r)
+                print(
+                    f"  {r.contender:32} {s.name:8} p50 {_ms(r.p50_ms):>6} ms  "
+                    f"p99 {_ms(r.p99_ms):>6} ms  {'complete' if r.complete else r.note}",
                     flush=True,
                 )
     finally:
-        pair.stop()
+        if pair is not None:
+            pair.stop()
     print()
     print(table(results))
-    by = {(r.contender, r.workload.name): r for r in results}
-    for w in workloads:
-        b = by.get((BareLoop.name, w.name))
-        for variant in (K2KAtLeastOnce, K2KLargeBatches):
-            k = by.get((variant.name, w.name))
-            if k and b and b.rate:
-                print(f"{variant.name} vs bare loop, {w.name}: {k.rate / b.rate:.0%}")
+    print()
+    for line in ratios(results):
+        print(line)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import yaml
 
 from k2k.config import load_pipeline
 from k2k.config.loader import deep_merge
+from k2k.coordination.progress import ProgressStore
 from k2k.pipeline.planner import PipelineStats, Planner
 
 K2K = [sys.executable, "-m", "k2k.cli"]
@@ -79,3 +80,19 @@ def k2k_cli(
         env={**os.environ, **(env or {})},
         check=False,
     )
+
+
+def committed_progress(target: str, topic: str, group: str) -> dict[tuple[str, int], int]:
+    """The progress recorded under ``group`` in ``topic`` on ``target``: partition -> offset."""
+    store = ProgressStore(
+        {"bootstrap.servers": target},
+        topic,
+        group,
+        sync_timeout_s=30,
+        on_sync_timeout="fail",
+        on_bad_record="fail",
+    )
+    try:
+        return {tp: rec.offset for tp, rec in store.load().items()}
+    finally:
+        store.close()

@@ -10,29 +10,20 @@ import time
 
 import pytest
 
-from k2k.coordination.progress import ProgressStore
-from tests.integration.conftest import BASE_TS, K2K, k2k_cli, pipeline_dict, write_pipeline
+from tests.integration.conftest import (
+    BASE_TS,
+    K2K,
+    committed_progress,
+    k2k_cli,
+    pipeline_dict,
+    write_pipeline,
+)
 from tests.kafkautil import create_topic, eventually, produce, read_all
 
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 4
 TOTAL = 120_000
-
-
-def _committed(clusters, topic: str, group: str) -> dict[tuple[str, int], int]:
-    store = ProgressStore(
-        {"bootstrap.servers": clusters.target},
-        topic,
-        group,
-        sync_timeout_s=30,
-        on_sync_timeout="fail",
-        on_bad_record="fail",
-    )
-    try:
-        return {tp: rec.offset for tp, rec in store.load().items()}
-    finally:
-        store.close()
 
 
 def _source_offsets(rec) -> int:
@@ -83,7 +74,7 @@ def test_kill_9_mid_run_then_restart_loses_nothing(clusters, tmp_path, topic_nam
     )
     try:
         eventually(
-            lambda: sum(_committed(clusters, commit_topic, name).values()) > 10_000,
+            lambda: sum(committed_progress(clusters.target, commit_topic, name).values()) > 10_000,
             expected=True,
             timeout=120,
         )
@@ -91,7 +82,7 @@ def test_kill_9_mid_run_then_restart_loses_nothing(clusters, tmp_path, topic_nam
         os.killpg(proc.pid, signal.SIGKILL)  # the driver, its JVM and its Python workers at once
         proc.wait(30)
     writer.join()
-    at_kill = _committed(clusters, commit_topic, name)
+    at_kill = committed_progress(clusters.target, commit_topic, name)
     written_before_restart = {
         p: [_source_offsets(r) for r in recs] for p, recs in read_all(clusters.target, t).items()
     }
@@ -169,5 +160,5 @@ def test_signal_stops_cleanly_and_commits_everything(clusters, tmp_path, topic_n
     assert proc.returncode == 0, err
     assert time.monotonic() - started < 30
     commit_topic = f"__k2k_progress-{name}"
-    assert _committed(clusters, commit_topic, name) == {(t, 0): 2500, (t, 1): 2500}
+    assert committed_progress(clusters.target, commit_topic, name) == {(t, 0): 2500, (t, 1): 2500}
     assert "Traceback" not in err

@@ -1,14 +1,25 @@
-"""Runtime faults at start-up: bounded, named, one line, non-zero exit, no traceback."""
+"""Runtime faults: bounded, named, one line, non-zero exit, no traceback, nothing lost."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import time
 
 import pytest
 
-from k2k.local import free_port
-from tests.integration.conftest import k2k_cli, pipeline_dict, write_pipeline
-from tests.kafkautil import create_topic, list_topics
+from k2k.errors import K2KError
+from k2k.local import LocalCluster, free_port
+from tests.integration.conftest import (
+    BASE_TS,
+    K2K,
+    committed_progress,
+    k2k_cli,
+    pipeline_dict,
+    write_pipeline,
+)
+from tests.kafkautil import create_topic, eventually, list_topics, produce, read_all
 
 pytestmark = pytest.mark.integration
 
@@ -80,3 +91,93 @@ def test_listed_source_topic_that_does_not_exist(clusters, tmp_path, topic_name)
     t = topic_name("nosource")
     doc = pipeline_dict(clusters, topic_name("pnosrc"), [t])
     _fails_with(tmp_path, doc, f"'{t}'", "do not exist on the source cluster")
+
+
+def test_record_rejected_mid_run_stops_before_it_and_leaves_no_gap(clusters, tmp_path, topic_name):
+    """A record the target rejects in the middle of a partition run (it carries no delivery
+    callback of its own) still stops the pipeline: progress never passes it and the target
+    holds a gap-free prefix of the source partition."""
+    t = topic_name("midreject")
+    name = topic_name("pmidreject")
+    create_topic(clusters.source, t, 1)
+    create_topic(clusters.target, t, 1, {"max.message.bytes": "4000"})
+    small = [(0, f"k{i}".encode(), b"v" * 100, [], BASE_TS + i) for i in range(400)]
+    big = (0, b"big", b"x" * 20_000, [], BASE_TS + 200)
+    produce(clusters.source, t, [*small[:200], big, *small[200:]])
+    doc = pipeline_dict(clusters, name, [t], coordination={"commit": {"batchSize": 100_000}})
+    line = _fails_with(tmp_path, doc, t)
+    assert "too large" in line.lower(), line
+
+    committed = committed_progress(clusters.target, f"__k2k_progress-{name}", name)
+    assert committed.get((t, 0), 0) <= 200, committed
+    copied = read_all(clusters.target, t)[0]
+    source = read_all(clusters.source, t)[0]
+    assert len(copied) <= 200
+    assert [(r.key, r.value) for r in copied] == [(r.key, r.value) for r in source[: len(copied)]]
+
+
+@pytest.fixture
+def frozen_target(tmp_path_factory):
+    """A target cluster of its own that the test can freeze (SIGSTOP) and thaw."""
+    cluster = LocalCluster("freeze-target", free_port(), tmp_path_factory.mktemp("freeze"))
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        if cluster.pid:
+            os.kill(cluster.pid, signal.SIGCONT)
+        cluster.stop()
+
+
+def test_commit_batch_not_acknowledged_within_delivery_timeout_stops_without_committing(
+    clusters, frozen_target, tmp_path, topic_name
+):
+    """Records never expire inside the producer (that would break the gapless guarantee);
+    the runner applies the user's delivery timeout to whole commit batches instead. A target
+    that stops answering must stop the pipeline in time, naming the uncommitted range, with
+    no progress written past it."""
+    t = topic_name("noack")
+    name = topic_name("pnoack")
+    target = frozen_target.bootstrap
+    create_topic(clusters.source, t, 1)
+    produce(clusters.source, t, [(0, f"k{i}".encode(), b"v", [], BASE_TS + i) for i in range(10)])
+    doc = pipeline_dict(
+        clusters,
+        name,
+        [t],
+        target={
+            "kafka": {
+                "common": {"bootstrap.servers": target},
+                "producer": {"delivery.timeout.ms": "4000"},
+            }
+        },
+    )
+    path = write_pipeline(tmp_path, doc)
+    proc = subprocess.Popen([*K2K, "start", "-f", str(path)], stderr=subprocess.PIPE, text=True)
+    try:
+        eventually(
+            lambda: committed_progress(target, f"__k2k_progress-{name}", name),
+            expected={(t, 0): 10},
+            timeout=90,
+            interval=0.5,
+            ignore=(K2KError,),  # the progress topic is not created yet
+        )
+        os.kill(frozen_target.pid, signal.SIGSTOP)
+        produce(
+            clusters.source,
+            t,
+            [(0, f"k{i}".encode(), b"v", [], BASE_TS + i) for i in range(10, 30)],
+        )
+        _, err = proc.communicate(timeout=60)
+    finally:
+        os.kill(frozen_target.pid, signal.SIGCONT)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if ln.startswith("error: ")]
+    assert len(lines) == 1, err
+    assert "did not acknowledge a commit batch within 4 s" in lines[0], lines[0]
+    assert f"{t}[0]@10..29" in lines[0], lines[0]
+    assert committed_progress(target, f"__k2k_progress-{name}", name) == {(t, 0): 10}

@@ -8,6 +8,7 @@ picklable: runners build theirs inside the Spark task.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 
 from confluent_kafka import Consumer, Producer
@@ -20,6 +21,7 @@ __all__ = [
     "build_consumer",
     "build_producer",
     "consumer_settings",
+    "delivery_timeout_s",
     "producer_settings",
 ]
 
@@ -61,17 +63,35 @@ PRODUCER_DEFAULTS: dict[str, str] = {
 
 
 #: Producer settings the at-least-once contract depends on (the config model refuses
-#: other values with the reason): durable acknowledgements and retry-safe ordering.
+#: other values of the first two with the reason): durable acknowledgements and
+#: retry-safe ordering. The last two make one acknowledgement cover every earlier record of
+#: the same target partition, which lets a runner ask for one delivery report per partition
+#: run instead of one per record (see ``k2k.pipeline.runner``): a failure that would leave
+#: a gap before a later, acknowledged record becomes a fatal producer error instead, and
+#: records never expire locally (librdkafka's gapless guarantee does not cover local
+#: expiry). The runner enforces the user's ``message.timeout.ms`` itself, on whole commit
+#: batches, failing the lease without committing them.
 PRODUCER_FORCED: dict[str, str] = {
     "acks": "all",
     "enable.idempotence": "true",
+    "enable.gapless.guarantee": "true",
+    "message.timeout.ms": "0",
 }
+
+#: librdkafka's default ``message.timeout.ms`` (Java: ``delivery.timeout.ms``).
+DEFAULT_DELIVERY_TIMEOUT_MS = 300_000
 
 
 def consumer_settings(props: Mapping[str, str], group_id: str) -> dict[str, str]:
     """The effective source-consumer properties: defaults < user properties < forced."""
     conf = {**CONSUMER_DEFAULTS, "group.id": group_id, **props, **CONSUMER_FORCED}
     return conf
+
+
+def delivery_timeout_s(props: Mapping[str, str]) -> float:
+    """The user's delivery timeout in seconds (``message.timeout.ms``; 0 means none)."""
+    ms = int(props.get("message.timeout.ms", DEFAULT_DELIVERY_TIMEOUT_MS))
+    return ms / 1000 if ms > 0 else float("inf")
 
 
 def producer_settings(props: Mapping[str, str], partition_by_key: bool) -> dict[str, str]:
@@ -95,12 +115,26 @@ def build_consumer(
     return Consumer(settings)
 
 
+class _DropGaplessNotice(logging.Filter):
+    """librdkafka warns on every producer that ``enable.gapless.guarantee`` (which k2k
+    forces, see ``PRODUCER_FORCED``) is experimental; users can do nothing about it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "enable.gapless.guarantee is experimental" not in record.getMessage()
+
+
+#: librdkafka's own log lines from producers (served by ``poll``), minus the notice above.
+_PRODUCER_LOG = logging.getLogger("k2k.librdkafka.producer")
+_PRODUCER_LOG.addFilter(_DropGaplessNotice())
+
+
 def build_producer(
     conf: Mapping[str, str], on_error: Callable[..., None] | None = None
 ) -> Producer:
     settings: dict[str, object] = dict(conf)
     if on_error is not None:
         settings["error_cb"] = on_error
+    settings.setdefault("logger", _PRODUCER_LOG)
     return Producer(settings)
 
 

@@ -18,7 +18,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from k2k.errors import ClusterError
 
-__all__ = ["Outcome", "classify", "cluster_error", "describe"]
+__all__ = ["Outcome", "classify", "cluster_error", "describe", "kafka_error_of"]
 
 
 class Outcome(enum.Enum):
@@ -81,11 +81,30 @@ def classify(err: KafkaError) -> Outcome:
     return Outcome.FAIL
 
 
+#: A fatal producer error (gapless guarantee) wraps the broker's error in its text only.
+_WRAPPED_CAUSES = (("Message size too large", KafkaError.MSG_SIZE_TOO_LARGE),)
+
+
 def describe(err: KafkaError) -> str:
     """One line: the broker's words plus, where we know one, what the operator can do."""
     text = err.str() or err.name()
     hint = _HINTS.get(err.code())
+    if hint is None and err.fatal():
+        hint = next((_HINTS[code] for phrase, code in _WRAPPED_CAUSES if phrase in text), None)
     return f"{text} ({err.name()}): {hint}" if hint else f"{text} ({err.name()})"
+
+
+def kafka_error_of(exc: BaseException) -> KafkaError | None:
+    """The KafkaError behind ``exc``, also when the client re-raised it as a SystemError.
+
+    confluent-kafka raises a fatal producer error from ``poll``/``flush``; if a delivery
+    callback runs in the same call, the error surfaces as a SystemError whose cause is the
+    original KafkaException.
+    """
+    for e in (exc, exc.__cause__, exc.__context__):
+        if isinstance(e, KafkaException) and e.args and isinstance(e.args[0], KafkaError):
+            return e.args[0]
+    return None
 
 
 _AUTH_FAILURES = frozenset(

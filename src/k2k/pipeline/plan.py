@@ -79,6 +79,8 @@ class LeaseSpec:
     lease_s: float
     control: tuple[str, int, str] | None = None
     flush_timeout_s: float = 60.0
+    #: The user's delivery timeout: a commit batch not acknowledged within it fails the lease.
+    ack_timeout_s: float = 300.0
 
 
 @dataclass(slots=True)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import re
 import socket
 import threading
 import time
@@ -28,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from k2k.clients.admin import ClusterView, TopicInfo
-from k2k.clients.factory import consumer_settings, producer_settings
+from k2k.clients.factory import consumer_settings, delivery_timeout_s, producer_settings
 from k2k.config import (
     ExplicitTopicMap,
     PipelineConfig,
@@ -247,8 +248,10 @@ class Planner:
         self.source_consumer = consumer_settings(
             cfg.source_client("consumer"), group_id=f"k2k.{cfg.name}"
         )
+        producer_props = cfg.target_client("producer")
+        self.ack_timeout_s = delivery_timeout_s(producer_props)
         self.target_producer = producer_settings(
-            cfg.target_client("producer"), partition_by_key=cfg.replication.sink.partition == "hash"
+            producer_props, partition_by_key=cfg.replication.sink.partition == "hash"
         )
         if self.spark is None:
             from k2k.pipeline.spark import start_spark
@@ -428,6 +431,7 @@ class Planner:
             batch_timeout_s=commit.batch_timeout.total_seconds(),
             lease_s=cfg.spark.lease_duration.total_seconds(),
             control=self.control.address,
+            ack_timeout_s=self.ack_timeout_s,
         )
         log.debug("lease %d: %d groups over %d partitions", spec.lease_id, len(groups), len(ranges))
         summaries = self._run_job(spec, groups)
@@ -555,7 +559,12 @@ def _spark_error_line(exc: object) -> str:
     """The last meaningful line of a Spark/Py4J error (the Python exception, if any)."""
     text = str(exc)
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    lines = [ln for ln in lines if not ln.startswith("at ")]  # Java stack frames
     for ln in reversed(lines):
-        if "Error" in ln or "Exception" in ln:
+        if _EXCEPTION_LINE.match(ln):
             return ln[:500]
     return (lines[-1] if lines else repr(exc))[:500]
+
+
+#: "SomeError: message" or "pkg.SomeException(...)", as Python and Java print exceptions.
+_EXCEPTION_LINE = re.compile(r"^[\w.]*(Error|Exception)\b")

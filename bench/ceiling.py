@@ -1,0 +1,113 @@
+"""The ceilings: what the hardware and the client libraries allow, with no replicator logic.
+
+* :class:`BareLoop` — two bare librdkafka consume→produce processes (one per core), the same
+  client settings as a k2k runner, no stages, no progress records, no Spark. The ceiling for
+  k2k's design.
+* :class:`ProducerPerfTool` — Kafka's own ``ProducerPerformance`` (kafka-producer-perf-test,
+  from the same jars as the brokers) writing the same number and size of records into the
+  target. It reads nothing, so it is the ceiling of the target side alone.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import ClassVar
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from bench.contender import Contender, Ctx
+from k2k.local.install import ensure_kafka_installed, find_java
+
+ROOT = Path(__file__).resolve().parents[1]
+
+__all__ = ["BareLoop", "ProducerPerfTool", "create_topic"]
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    """Create ``topic`` (replication factor 1) unless it exists."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    if topic in admin.list_topics(timeout=10).topics:
+        return
+    for f in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        f.result()
+
+
+class BareLoop(Contender):
+    key = "bare"
+    name = "bare librdkafka loop"
+    exits_when_done = True
+
+    def start(self, ctx: Ctx) -> None:
+        create_topic(ctx.target, ctx.dest, ctx.partitions)
+        for share in (range(0, ctx.partitions, 2), range(1, ctx.partitions, 2)):
+            parts = list(share)
+            argv = [
+                sys.executable,
+                "-m",
+                "bench.bare_loop",
+                "--source",
+                ctx.source,
+                "--target",
+                ctx.target,
+                "--topic",
+                ctx.topic,
+                "--dest",
+                ctx.dest,
+                "--partitions",
+                ",".join(map(str, parts)),
+            ]
+            if not ctx.steady:
+                argv += ["--ends", ",".join(str(ctx.ends[p]) for p in parts)]
+            ctx.procs.append(subprocess.Popen(argv, cwd=ROOT))
+
+
+class ProducerPerfTool(Contender):
+    key = "perf-tool"
+    name = "kafka-producer-perf-test"
+    exits_when_done = True
+    exact = False
+    steady_capable = False
+    #: The producer settings k2k's runners use (acks=all with idempotence, 5 ms linger,
+    #: 1 MB batches), so the ceiling is for the same durability.
+    PRODUCER_PROPS: ClassVar[tuple[str, ...]] = (
+        "acks=all",
+        "enable.idempotence=true",
+        "linger.ms=5",
+        "batch.size=1000000",
+        "max.request.size=16777216",
+        "buffer.memory=268435456",
+    )
+
+    def setup(self) -> None:
+        self.libs = ensure_kafka_installed()
+        self.java = find_java()
+
+    def start(self, ctx: Ctx) -> None:
+        create_topic(ctx.target, ctx.dest, ctx.partitions)
+        with open(ctx.tmp / f"{ctx.dest}.log", "w") as log:
+            ctx.procs.append(
+                subprocess.Popen(
+                    [
+                        self.java,
+                        "-Xmx512m",
+                        "-cp",
+                        f"{self.libs}/*",
+                        "org.apache.kafka.tools.ProducerPerformance",
+                        "--topic",
+                        ctx.dest,
+                        "--num-records",
+                        str(ctx.records),
+                        "--record-size",
+                        str(ctx.value_size),
+                        "--throughput",
+                        "-1",
+                        "--producer-props",
+                        f"bootstrap.servers={ctx.target}",
+                        *self.PRODUCER_PROPS,
+                    ],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )

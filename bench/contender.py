@@ -1,0 +1,65 @@
+"""What the harness needs from a contender, and what it hands one for a run.
+
+A contender copies one source topic into one target topic. The harness owns the data, the
+clock and the checks; a contender only starts its processes (appending them to
+``ctx.procs`` so that their CPU and memory are measured) and says where the copy lands.
+
+Two kinds of run:
+
+* **backlog** (``ctx.steady`` false): the source topic is already loaded. A contender with
+  ``exits_when_done`` stops by itself once it has copied everything; any other contender is
+  stopped by the harness (SIGTERM, then SIGKILL) once the target holds every record.
+* **steady** (``ctx.steady`` true): the source topic starts empty and the harness writes to
+  it at a fixed rate while the contender runs; the harness stops it at the end.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+__all__ = ["Contender", "Ctx"]
+
+
+@dataclass
+class Ctx:
+    source: str  # bootstrap servers of the source cluster
+    target: str  # bootstrap servers of the target cluster
+    topic: str  # the source topic to copy
+    dest: str  # the target topic, as given by the contender's dest_topic()
+    partitions: int  # the source topic's partition count (the target must keep partitions)
+    steady: bool  # False: copy a backlog; True: run until stopped (latency runs)
+    run: str  # short unique id of this run (a-z0-9), usable in names
+    tmp: Path  # scratch directory for configs, logs and checkpoints of this run
+    procs: list[subprocess.Popen] = field(default_factory=list)
+    records: int = 0  # backlog: how many records the source topic holds
+    value_size: int = 0  # bytes per record value
+    ends: dict[int, int] = field(default_factory=dict)  # backlog: end offset per partition
+
+
+class Contender:
+    """Base class: subclasses set the class attributes and implement ``start``."""
+
+    key: ClassVar[str]  # name on the command line (--only)
+    name: ClassVar[str]  # name in the table
+    guarantee: ClassVar[str] = "at-least-once"  # or "exactly-once"
+    exits_when_done: ClassVar[bool] = False  # a backlog run ends when the process exits
+    #: True: the target must equal the source partition by partition (count and sampled
+    #: content). False: only the total count is checked (a tool that writes its own data).
+    exact: ClassVar[bool] = True
+    #: False for a contender that cannot serve a steady-state latency run.
+    steady_capable: ClassVar[bool] = True
+    #: False if the target records get new timestamps (compared without them).
+    keeps_timestamps: bool = True
+
+    def setup(self) -> None:
+        """Once per harness run, before any cluster starts: fetch jars, check tools."""
+
+    def dest_topic(self, topic: str, run: str) -> str:
+        """The target topic this contender writes ``topic`` to in run ``run``."""
+        return f"{topic}-{self.key}-{run}"
+
+    def start(self, ctx: Ctx) -> None:
+        raise NotImplementedError

@@ -1,0 +1,160 @@
+"""Steady-state end-to-end latency: a paced writer on the source, a probe on the target.
+
+Every measured record carries its send time (microseconds since the epoch, 8 bytes,
+big-endian) after a 4-byte marker at the start of its value; the record's create timestamp
+is the same instant. The probe is a separate process (so that the writer's pacing and the
+probe's reading do not share one interpreter lock) reading the target with
+``read_committed``: latency = time the probe sees the record - send time. Both run on the
+same host, so they share one clock.
+
+Warm-up records carry a different marker: the harness writes them until the first one shows
+up on the target (the contender is ready), and the probe ignores them.
+
+    python -m bench.latency --target HOST:PORT --topic T --partitions 8 --expect N --out F
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+MEASURED = b"LAT1"
+WARMUP = b"WRM1"
+
+
+def value(marker: bytes, size: int, sent_us: int) -> bytes:
+    head = marker + sent_us.to_bytes(8, "big")
+    return head + b"x" * max(0, size - len(head))
+
+
+class PacedWriter:
+    """Writes ``rate`` records/s in 10 ms ticks, round-robin over the partitions."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, size: int) -> None:
+        self.topic = topic
+        self.partitions = partitions
+        self.size = size
+        self.sent = 0
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "linger.ms": 1,
+                "acks": "all",
+                "enable.idempotence": True,
+            }
+        )
+
+    def warmup(self) -> None:
+        now = int(time.time() * 1e6)
+        for p in range(self.partitions):
+            self.producer.produce(self.topic, value(WARMUP, self.size, now), None, p)
+        self.producer.flush(10)
+
+    def run(self, rate: int, seconds: float) -> int:
+        """Sends ``rate * seconds`` records at an even pace; returns how many it sent."""
+        total = int(rate * seconds)
+        tick = 0.01
+        start = time.monotonic()
+        produce = self.producer.produce
+        while self.sent < total:
+            due = min(total, int((time.monotonic() - start) * rate) + 1)
+            while self.sent < due:
+                now_us = int(time.time() * 1e6)
+                i = self.sent
+                produce(
+                    self.topic,
+                    value(MEASURED, self.size, now_us),
+                    i.to_bytes(8, "big"),
+                    i % self.partitions,
+                    timestamp=now_us // 1000,
+                )
+                self.sent += 1
+            self.producer.poll(0)
+            next_tick = start + (self.sent / rate)
+            pause = next_tick - time.monotonic()
+            time.sleep(max(0.0, min(tick, pause)))
+        self.producer.flush(30)
+        return total
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    i = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
+    return sorted_values[i]
+
+
+def probe(target: str, topic: str, partitions: int, expect: int, out: Path, limit_s: float) -> None:
+    """Reads ``topic`` on the target until ``expect`` measured records arrived (or SIGTERM
+    or ``limit_s``), then writes the latency figures as JSON to ``out``."""
+    stop = False
+
+    def on_term(*_: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    c = Consumer(
+        {
+            "bootstrap.servers": target,
+            "group.id": "bench-latency",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 10,
+            "fetch.queue.backoff.ms": 1,
+            "topic.metadata.refresh.interval.ms": 500,
+        }
+    )
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    lat_ms: list[float] = []
+    seen: set[bytes] = set()
+    duplicates = 0
+    deadline = time.monotonic() + limit_s
+    while not stop and len(seen) < expect and time.monotonic() < deadline:
+        for m in c.consume(1000, 0.1):
+            now_us = time.time() * 1e6
+            if m.error() is not None:  # partition EOF and transient errors
+                continue
+            v = m.value() or b""
+            if v[:4] != MEASURED:
+                continue
+            k = m.key() or b""
+            if k in seen:
+                duplicates += 1
+                continue
+            seen.add(k)
+            lat_ms.append((now_us - int.from_bytes(v[4:12], "big")) / 1000)
+    c.close()
+    lat_ms.sort()
+    out.write_text(
+        json.dumps(
+            {
+                "received": len(seen),
+                "duplicates": duplicates,
+                "p50_ms": percentile(lat_ms, 0.50),
+                "p99_ms": percentile(lat_ms, 0.99),
+                "max_ms": lat_ms[-1] if lat_ms else float("nan"),
+            }
+        )
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--topic", required=True)
+    ap.add_argument("--partitions", type=int, required=True)
+    ap.add_argument("--expect", type=int, required=True)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--limit", type=float, default=600)
+    a = ap.parse_args()
+    probe(a.target, a.topic, a.partitions, a.expect, a.out, a.limit)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,495 @@
+"""Spark Structured Streaming as a benchmark contender: what "just write a Spark job" costs.
+
+The job itself is bench/sss_job.py (Spark's own ``kafka`` source and sink, at-least-once);
+this module fetches Spark's Kafka connector, creates the target topic and starts the job in
+its own process, on ``local[2]`` like k2k. Backlog runs use ``trigger(availableNow=True)``
+and the process exits when the copy is done; steady runs use the default micro-batch
+trigger and end on the harness's SIGTERM.
+
+The connector is not part of pyspark: it is resolved from Maven Central with bench/sss/pom.xml
+into ``${K2K_HOME:-~/.cache/k2k}/spark-kafka-<pyspark version>/libs`` (once; a stamp file
+marks a finished install) and handed to Spark with ``spark.jars``.
+
+    .venv/bin/python -m bench.spark_sss --selfcheck
+
+starts a local cluster pair, copies a 50,000-record backlog and a few hundred steady records,
+checks what arrived and prints the timings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from bench.contender import Contender, Ctx
+from k2k.local import k2k_home
+
+ROOT = Path(__file__).resolve().parents[1]
+POM = Path(__file__).with_name("sss") / "pom.xml"
+
+__all__ = [
+    "SparkKafkaInstallError",
+    "SparkStructuredStreaming",
+    "connector_writes_timestamps",
+    "ensure_spark_kafka_installed",
+    "installed_versions",
+]
+
+_MARKER = "INSTALL_COMPLETE"
+_MAVEN_TIMEOUT_S = 900.0
+_VERSION_SUFFIX = re.compile(r"-\d+(?:\.\d+)+[^/]*\.jar$")
+
+
+class SparkKafkaInstallError(RuntimeError):
+    """Spark's Kafka connector could not be installed (no mvn, no network, no such release)."""
+
+
+def spark_kafka_dir(home: Path | None = None) -> Path:
+    """The install directory for the running pyspark's release (it may not exist yet)."""
+    import pyspark
+
+    return (home if home is not None else k2k_home()) / f"spark-kafka-{pyspark.__version__}"
+
+
+def ensure_spark_kafka_installed(home: Path | None = None) -> list[Path]:
+    """Return the connector jars for ``spark.jars``, running Maven the first time only.
+
+    Idempotent and cheap once installed (one ``stat`` and a glob). Concurrent callers are
+    serialised by a file lock, so two harnesses never download into the same directory.
+
+    :raises SparkKafkaInstallError: ``mvn`` is missing or fails; the message says why and
+        where the full Maven output is.
+    """
+    target = spark_kafka_dir(home)
+    if not (target / _MARKER).is_file():
+        mvn = shutil.which("mvn")
+        if mvn is None:
+            raise SparkKafkaInstallError(
+                "cannot install Spark's Kafka connector: 'mvn' (Apache Maven 3.6+) is not on "
+                "PATH; install it (e.g. `apt-get install maven`) and retry"
+            )
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with _exclusive_lock(target.parent / f"{target.name}.lock"):
+            if not (target / _MARKER).is_file():  # nobody installed it while we waited
+                _install(mvn, target)
+    return sorted((target / "libs").glob("*.jar"))
+
+
+def installed_versions(home: Path | None = None) -> dict[str, str]:
+    """What the stamp file of an install says (pyspark, connector, jars)."""
+    stamp = spark_kafka_dir(home) / _MARKER
+    pairs = (line.split("=", 1) for line in stamp.read_text().splitlines() if "=" in line)
+    return dict(pairs)
+
+
+def _install(mvn: str, target: Path) -> None:
+    """Resolve into a scratch directory, drop what pyspark ships, then rename into place.
+
+    Filling a scratch directory and renaming it means a crash half-way never leaves a
+    directory that looks installed.
+    """
+    import pyspark
+
+    wanted = pyspark.__version__
+    scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    log_path = target.parent / f"install-{target.name}.log"
+    try:
+        shutil.copyfile(POM, scratch / "pom.xml")
+        # The connector must be the running pyspark's own release (DEVELOPERS.md): no
+        # fallback to another one.
+        ok, output = _mvn(mvn, scratch, wanted, wanted)
+        log_path.write_text(output, encoding="utf-8")
+        if not ok:
+            raise SparkKafkaInstallError(
+                f"mvn could not resolve spark-sql-kafka-0-10_2.13 {wanted} (the running "
+                f"pyspark's release): {_first_maven_error(output)}; check access to Maven "
+                f"Central (or the mirror in ~/.m2/settings.xml); full output in {log_path}"
+            )
+        dropped = _drop_jars_pyspark_ships(scratch / "libs", Path(pyspark.__file__).parent / "jars")
+        jars = sorted(p.name for p in (scratch / "libs").glob("*.jar"))
+        (scratch / _MARKER).write_text(
+            f"pyspark={wanted}\nconnector={wanted}\njars={','.join(jars)}\n"
+            f"dropped={','.join(dropped)}\ninstalled={time.strftime('%FT%T%z')}\n",
+            encoding="utf-8",
+        )
+        scratch.chmod(0o755)  # mkdtemp makes it private; the jars are not secret
+        if target.exists():  # a directory without the marker: a leftover; replace it
+            shutil.rmtree(target)
+        os.rename(scratch, target)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _mvn(mvn: str, cwd: Path, connector: str, token: str) -> tuple[bool, str]:
+    """Run ``dependency:copy-dependencies`` for one connector release; (success, output)."""
+    libs = cwd / "libs"
+    shutil.rmtree(libs, ignore_errors=True)  # a failed first attempt may have left jars
+    command = [
+        mvn,
+        "-B",
+        "-Dstyle.color=never",
+        "dependency:copy-dependencies",
+        f"-Dspark.version={connector}",
+        f"-Dspark.token.version={token}",
+        "-DincludeScope=runtime",
+        f"-DoutputDirectory={libs}",
+    ]
+    try:
+        done = subprocess.run(
+            command,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=_MAVEN_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise SparkKafkaInstallError(
+            f"resolving Spark's Kafka connector with mvn took longer than {_MAVEN_TIMEOUT_S:.0f} s"
+        ) from exc
+    connector_jar = libs / f"spark-sql-kafka-0-10_2.13-{connector}.jar"
+    output = f"$ {' '.join(command)}\n{done.stdout}{done.stderr}\n"
+    return done.returncode == 0 and connector_jar.is_file(), output
+
+
+def _artifact(jar_name: str) -> str:
+    """``kafka-clients-3.9.2.jar`` -> ``kafka-clients`` (the name without its version).
+
+    >>> _artifact("spark-sql-kafka-0-10_2.13-4.2.0.jar")
+    'spark-sql-kafka-0-10_2.13'
+    >>> _artifact("lz4-java-1.11.0.jar")
+    'lz4-java'
+    """
+    return _VERSION_SUFFIX.sub("", jar_name)
+
+
+def _drop_jars_pyspark_ships(libs: Path, pyspark_jars: Path) -> list[str]:
+    """Delete jars whose artifact pyspark already ships; return their names.
+
+    The pom excludes the ones known today; this catches what a later connector might add,
+    since two versions of one library on a classpath fail in ways that are hard to trace.
+    """
+    shipped = {_artifact(p.name) for p in pyspark_jars.glob("*.jar")}
+    dropped = []
+    for jar in sorted(libs.glob("*.jar")):
+        if _artifact(jar.name) in shipped:
+            jar.unlink()
+            dropped.append(jar.name)
+    return dropped
+
+
+def _first_maven_error(output: str) -> str:
+    """The line of mvn's output that best explains a failure, for a one-line message."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("[ERROR]") and len(line) > len("[ERROR]")]
+    chosen = errors[0] if errors else (lines[-1] if lines else "no output")
+    return chosen.removeprefix("[ERROR]").strip()[:400]
+
+
+@contextmanager
+def _exclusive_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (released by the OS even if we crash)."""
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def ensure_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    """Create ``topic`` with ``partitions`` partitions (replication factor 1) unless it exists.
+
+    For the target topic this is needed because the sink writes each record to its source
+    partition number, and a topic the broker auto-creates on first write would have
+    ``num.partitions`` (1) partitions.
+    """
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    existing = admin.list_topics(timeout=10).topics.get(topic)
+    if existing is not None:
+        if len(existing.partitions) != partitions:
+            raise RuntimeError(
+                f"topic {topic} exists with {len(existing.partitions)} partitions, not {partitions}"
+            )
+        return
+    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        future.result()
+
+
+def connector_writes_timestamps(jars: list[Path]) -> bool:
+    """Whether the connector among ``jars`` can set record timestamps (from a column).
+
+    Read from the jar rather than the version number: its writer names a
+    ``timestampExpression`` exactly when it does. bench/sss_job.py asks the same question of
+    the running JVM; this one needs no Spark, so the harness can know before a run.
+    """
+    for jar in jars:
+        if _artifact(jar.name) == "spark-sql-kafka-0-10_2.13":
+            with zipfile.ZipFile(jar) as z:
+                code = z.read("org/apache/spark/sql/kafka010/KafkaWriter$.class")
+            return b"timestampExpression" in code
+    return False
+
+
+class SparkStructuredStreaming(Contender):
+    """bench/sss_job.py in its own process: Spark's Kafka source and sink, ``local[2]``."""
+
+    key = "sss"
+    name = "Spark Structured Streaming"
+    exits_when_done = True  # backlog: availableNow ends the query; steady: SIGTERM
+
+    jars: list[Path] | None = None
+    #: Whether target records keep the source timestamps; known after ``setup`` (it depends
+    #: on the connector release: see bench/sss_job.py). Keys, values, headers and partitions
+    #: are always kept.
+    keeps_timestamps: bool = False
+
+    def setup(self) -> None:
+        self.jars = ensure_spark_kafka_installed()
+        self.keeps_timestamps = connector_writes_timestamps(self.jars)
+        if not self.keeps_timestamps:
+            print(
+                "  sss: this Kafka connector cannot write record timestamps; the target's are "
+                "send times",
+                file=sys.stderr,
+            )
+
+    def command(self, ctx: Ctx) -> list[str]:
+        """The job's command line for this run (checkpoint under the run's scratch dir)."""
+        jars = self.jars if self.jars is not None else ensure_spark_kafka_installed()
+        return [
+            sys.executable,
+            str(ROOT / "bench" / "sss_job.py"),
+            "--source",
+            ctx.source,
+            "--target",
+            ctx.target,
+            "--topic",
+            ctx.topic,
+            "--dest",
+            ctx.dest,
+            "--checkpoint",
+            str(ctx.tmp / f"{ctx.dest}.checkpoint"),
+            "--mode",
+            "steady" if ctx.steady else "backlog",
+            "--master",
+            "local[2]",
+            "--jars",
+            ",".join(str(j) for j in jars),
+        ]
+
+    def start(self, ctx: Ctx) -> None:
+        ensure_topic(ctx.target, ctx.dest, ctx.partitions)
+        argv = self.command(ctx)
+        with open(ctx.tmp / f"{ctx.dest}.log", "w") as log:  # the child keeps its own copy
+            ctx.procs.append(
+                subprocess.Popen(
+                    argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+                )
+            )
+
+
+# -- self-check ------------------------------------------------------------------------
+
+
+def _job_lines(log: str) -> list[str]:
+    """The job's own lines in its log (Spark's errors, if any, are the other lines)."""
+    return [line for line in log.splitlines() if line.startswith("sss:")]
+
+
+def _selfcheck(records: int, steady_records: int) -> int:
+    """Copy a backlog and a trickle on a fresh local cluster pair; print what was seen.
+
+    Returns 0 if every check passed. Timestamps are reported, not required: whether the sink
+    can write them depends on the connector release (see bench/sss_job.py).
+    """
+    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+    from k2k.local import free_port, start_pair
+
+    def ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "sss-selfcheck"})
+        try:
+            for _ in range(50):  # a topic created a moment ago may have no leader yet
+                try:
+                    return {
+                        p: c.get_watermark_offsets(TopicPartition(topic, p), 10)[1]
+                        for p in range(partitions)
+                    }
+                except KafkaException:
+                    time.sleep(0.2)
+            raise RuntimeError(f"no end offsets for {topic} on {bootstrap}")
+        finally:
+            c.close()
+
+    def read(bootstrap: str, topic: str, p: int, start: int, n: int) -> list[tuple]:
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "sss-selfcheck"})
+        c.assign([TopicPartition(topic, p, start)])
+        out: list[tuple] = []
+        deadline = time.monotonic() + 30
+        while len(out) < n and time.monotonic() < deadline:
+            out.extend(
+                (m.key(), m.value(), m.headers(), m.timestamp()[1])
+                for m in c.consume(n - len(out), 1)
+                if m.error() is None
+            )
+        c.close()
+        return out
+
+    def produce(bootstrap: str, topic: str, start: int, count: int, partitions: int) -> None:
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        base_ts = int(time.time() * 1000) - 3_600_000  # an hour old: unlike any send time
+        for i in range(start, start + count):
+            key = None if i % 97 == 0 else f"key-{i}".encode()
+            headers = [] if i % 89 == 0 else [("seq", str(i).encode()), ("bin", bytes([i % 256]))]
+            while True:
+                try:
+                    producer.produce(
+                        topic,
+                        value=os.urandom(100),
+                        key=key,
+                        partition=i % partitions,
+                        timestamp=base_ts + i,
+                        headers=headers,
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        producer.flush(60)
+
+    job = SparkStructuredStreaming()
+    job.setup()
+    print(f"connector: {installed_versions()}; keeps timestamps: {job.keeps_timestamps}")
+    failures: list[str] = []
+    parts = 8
+    procs: list[subprocess.Popen] = []
+    with tempfile.TemporaryDirectory(prefix="sss-selfcheck-") as tmpdir:
+        tmp = Path(tmpdir)
+        pair = start_pair(tmp / "clusters", free_port(), free_port())
+        try:
+            src, dst = pair.source.bootstrap, pair.target.bootstrap
+            # -- backlog ------------------------------------------------------------
+            ensure_topic(src, "selfcheck", parts)
+            produce(src, "selfcheck", 0, records, parts)
+            source_ends = ends(src, "selfcheck", parts)
+            ctx = Ctx(src, dst, "selfcheck", "selfcheck-sss", parts, False, "a", tmp, procs)
+            t0 = time.monotonic()
+            job.start(ctx)
+            first = done = None
+            while procs[0].poll() is None and time.monotonic() - t0 < 600:
+                have = sum(ends(dst, ctx.dest, parts).values())
+                now = time.monotonic()
+                if have and first is None:
+                    first = now
+                if have >= records and done is None:
+                    done = now
+                time.sleep(0.1)
+            exited = time.monotonic()
+            rc = procs[0].wait(5)
+            log = (tmp / f"{ctx.dest}.log").read_text()
+            print(f"backlog: exit {rc}; job says:\n  " + "\n  ".join(_job_lines(log)))
+            target_ends = ends(dst, ctx.dest, parts)
+            if rc != 0:
+                failures.append(f"backlog job exited {rc}")
+            if target_ends != source_ends:
+                failures.append(f"per-partition counts differ: {source_ends} vs {target_ends}")
+            same = stamped = 0
+            for p, end in source_ends.items():
+                for start in (0, max(0, end - 200)):
+                    a, b = read(src, "selfcheck", p, start, 200), read(dst, ctx.dest, p, start, 200)
+                    if [r[:3] for r in a] != [r[:3] for r in b] or not a:
+                        failures.append(f"partition {p} from {start}: records differ")
+                    same += len(a)
+                    stamped += sum(x[3] == y[3] for x, y in zip(a, b, strict=False))
+            print(
+                f"backlog: {sum(target_ends.values()):,} of {records:,} records; "
+                f"{same} sampled records compared (key, value, headers); "
+                f"timestamps kept on {stamped} of {same}"
+            )
+            if first is not None and done is not None:
+                print(
+                    f"backlog: start -> first record on target {first - t0:.1f} s; "
+                    f"copy (first -> last) {done - first:.1f} s "
+                    f"({records / max(done - first, 1e-3):,.0f} records/s); "
+                    f"start -> exit {exited - t0:.1f} s"
+                )
+            # -- steady -------------------------------------------------------------
+            procs.clear()
+            ensure_topic(src, "trickle", parts)
+            ctx = Ctx(src, dst, "trickle", "trickle-sss", parts, True, "b", tmp, procs)
+            t0 = time.monotonic()
+            job.start(ctx)
+            warm = 0
+            while sum(ends(dst, ctx.dest, parts).values()) == 0:
+                if procs[0].poll() is not None or time.monotonic() - t0 > 300:
+                    failures.append("steady job never became ready")
+                    break
+                produce(src, "trickle", warm, parts, parts)
+                warm += parts
+                time.sleep(1)
+            ready = time.monotonic()
+            print(f"steady: first record through after {ready - t0:.1f} s")
+            produce(src, "trickle", warm, steady_records, parts)
+            sent = time.monotonic()
+            want = ends(src, "trickle", parts)
+            while ends(dst, ctx.dest, parts) != want and time.monotonic() - sent < 120:
+                time.sleep(0.05)
+            arrived = time.monotonic()
+            if ends(dst, ctx.dest, parts) != want:
+                failures.append("steady: records did not all arrive within 120 s")
+            print(
+                f"steady: {steady_records} records all on target {arrived - sent:.2f} s after sent"
+            )
+            procs[0].send_signal(signal.SIGTERM)
+            term = time.monotonic()
+            try:
+                rc = procs[0].wait(60)
+                print(f"steady: exit {rc} {time.monotonic() - term:.1f} s after SIGTERM")
+                log = (tmp / f"{ctx.dest}.log").read_text()
+                print("steady: job says:\n  " + "\n  ".join(_job_lines(log)))
+                if time.monotonic() - term > 30 or rc != 0:
+                    failures.append(f"steady: SIGTERM -> exit {rc} took too long or failed")
+            except subprocess.TimeoutExpired:
+                failures.append("steady: still running 60 s after SIGTERM")
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            pair.stop()
+    for f in failures:
+        print(f"FAIL: {f}")
+    print("selfcheck: " + ("FAILED" if failures else "passed"))
+    return 1 if failures else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--selfcheck", action="store_true", help="run the self-check (see above)")
+    ap.add_argument("--records", type=int, default=50_000, help="backlog records (self-check)")
+    ap.add_argument("--steady-records", type=int, default=300, help="steady records (self-check)")
+    args = ap.parse_args(argv)
+    if args.selfcheck:
+        return _selfcheck(args.records, args.steady_records)
+    for jar in ensure_spark_kafka_installed():
+        print(jar)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
