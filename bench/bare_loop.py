@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import signal
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
-from k2k.clients.factory import consumer_settings, producer_settings
+from k2k.clients.factory import build_producer, consumer_settings, producer_settings
 
 
 def main() -> None:
@@ -35,12 +35,12 @@ def main() -> None:
     stopped = []
     signal.signal(signal.SIGTERM, lambda *_: stopped.append(True))
     consumer = Consumer(consumer_settings({"bootstrap.servers": args.source}, "bench-bare"))
-    producer = Producer(producer_settings({"bootstrap.servers": args.target}, False))
+    producer = build_producer(producer_settings({"bootstrap.servers": args.target}, False))
     consumer.assign([TopicPartition(args.topic, p, 0) for p in parts])
     produce, dest = producer.produce, args.dest
     remaining = {TopicPartition(args.topic, p) for p in parts if ends[p] > 0}
     while remaining and not stopped:
-        msgs = consumer.consume(10_000, 0) or consumer.consume(10_000, 0.05)
+        msgs = consumer.consume(10_000, 0) or consumer.consume(1, 0.05)  # as a runner does
         for m in msgs:
             if m.error() is not None:
                 continue

@@ -8,7 +8,9 @@ probe's reading do not share one interpreter lock) reading the target with
 same host, so they share one clock.
 
 Warm-up records carry a different marker: the harness writes them until the first one shows
-up on the target (the contender is ready), and the probe ignores them.
+up on the target (the contender is ready), then starts the probe and keeps writing them until
+the probe has read one (it touches ``<out>.ready``); the probe ignores them otherwise. Only
+then does the measured window start, so neither start-up counts as latency.
 
     python -m bench.latency --target HOST:PORT --topic T --partitions 8 --expect N --out F
 """
@@ -112,23 +114,31 @@ def probe(target: str, topic: str, partitions: int, expect: int, out: Path, limi
     )
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     lat_ms: list[float] = []
+    by_second: dict[int, list[float]] = {}  # send second -> latencies: where spikes are
+    ready = out.with_suffix(".ready")
     seen: set[bytes] = set()
     duplicates = 0
     deadline = time.monotonic() + limit_s
     while not stop and len(seen) < expect and time.monotonic() < deadline:
-        for m in c.consume(1000, 0.1):
+        # What is queued now, else the first record to arrive: consume(n, t) would hold a
+        # record back until n arrived or t passed, which would count as latency.
+        for m in c.consume(10_000, 0) or c.consume(1, 0.1):
             now_us = time.time() * 1e6
             if m.error() is not None:  # partition EOF and transient errors
                 continue
             v = m.value() or b""
             if v[:4] != MEASURED:
+                if not ready.exists():  # connected and reading: the harness may start
+                    ready.touch()
                 continue
             k = m.key() or b""
             if k in seen:
                 duplicates += 1
                 continue
             seen.add(k)
-            lat_ms.append((now_us - int.from_bytes(v[4:12], "big")) / 1000)
+            sent_us = int.from_bytes(v[4:12], "big")
+            lat_ms.append((now_us - sent_us) / 1000)
+            by_second.setdefault(sent_us // 1_000_000, []).append(lat_ms[-1])
     c.close()
     lat_ms.sort()
     out.write_text(
@@ -139,6 +149,7 @@ def probe(target: str, topic: str, partitions: int, expect: int, out: Path, limi
                 "p50_ms": percentile(lat_ms, 0.50),
                 "p99_ms": percentile(lat_ms, 0.99),
                 "max_ms": lat_ms[-1] if lat_ms else float("nan"),
+                "per_second_max_ms": [round(max(v)) for _, v in sorted(by_second.items())],
             }
         )
     )

@@ -177,7 +177,9 @@ class Runner:
                 if not msgs:
                     poll(0)
                     self._commit_ready(producer, pending)
-                    msgs = consume(want, _IDLE_WAIT_S)
+                    # One record ends the wait: consume(n, t) would hold the first record
+                    # back until n arrived or t passed, adding latency at low rates.
+                    msgs = consume(1, _IDLE_WAIT_S)
                 on_ack = epoch.on_delivery
                 produced = acks = 0
                 last = len(msgs) - 1
