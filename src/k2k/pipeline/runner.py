@@ -156,6 +156,7 @@ class Runner:
             keep_ts = opts.keep_timestamp
             by_key = opts.partition_by_key
             ack_each = by_key  # hash: a run spreads over target partitions (see module doc)
+            many_topics = len({tp.topic for tp in assigned}) > 1  # else runs differ by partition
             trace = _TraceHeaders(opts, spec.pipeline)
             tracing = trace.enabled
             produce = producer.produce
@@ -210,8 +211,8 @@ class Runner:
                         nxt = msgs[i + 1]
                         if (
                             nxt.partition() != part
-                            or nxt.topic() != topic
                             or nxt.error() is not None
+                            or (many_topics and nxt.topic() != topic)
                         ):
                             cb = on_ack
                     target_part = -1 if by_key else part
@@ -278,10 +279,10 @@ class Runner:
     def _commit_ready(self, producer: object, pending: deque[_Epoch]) -> None:
         """Write progress for every leading epoch whose records are all acknowledged.
 
-        1. take the oldest sealed epoch with no outstanding record (order matters: an epoch's
-           positions include every earlier epoch's records);
-        2. fail if any of its records was rejected (nothing of it is committed);
-        3. produce one progress record per partition whose position moved.
+        1. take the leading sealed epochs with no outstanding acknowledgement (order matters:
+           an epoch's positions include every earlier epoch's records);
+        2. fail if any record of a pending epoch was rejected (nothing of it is committed);
+        3. produce one progress record per partition whose position moved, for the newest.
         """
         for ep in pending:
             if ep.error:
@@ -296,10 +297,13 @@ class Runner:
                     f"{self.spec.ack_timeout_s:.0f} s (the producer's delivery timeout, "
                     f"message.timeout.ms)" + self._uncommitted_ranges(pending[0])
                 )
+        # Consecutive complete epochs share one progress write: positions only grow, so the
+        # newest covers the older ones (fewer control records when acknowledgements bunch).
+        newest = None
         while pending and pending[0].outstanding == 0:
-            ep = pending.popleft()
-            assert ep.positions is not None
-            self._write_progress(producer, ep.positions)
+            newest = pending.popleft().positions
+        if newest is not None:
+            self._write_progress(producer, newest)
 
     def _write_progress(self, producer: object, positions: dict[tuple[str, int], int]) -> None:
         spec = self.spec
