@@ -11,8 +11,9 @@
    the target holds exactly the source's records per partition and sampled records are
    byte-identical (key, value, timestamp).
 4. **W2 steady state**: per contender and rate, a fresh source topic; the contender is
-   started, warm-up records are written until one reaches the target, then a paced writer
-   sends ``rate`` records/s for the window while a probe on the target (``read_committed``)
+   started, warm-up records are written until one reaches the target and the probe has read
+   one, then the same rate runs unmeasured for ``warmup_s``; then a paced writer sends
+   ``rate`` records/s for the window while a probe on the target (``read_committed``)
    measures source timestamp → visible latency (``bench/latency.py``).
 """
 
@@ -40,7 +41,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from bench.ceiling import BareLoop, ProducerPerfTool, create_topic
 from bench.contender import Contender, Ctx
 from bench.k2k_bench import K2KAtLeastOnce
-from bench.latency import PacedWriter
+from bench.latency import WARMUP, PacedWriter
 from bench.mm2 import MirrorMaker2AtLeastOnce, MirrorMaker2ExactlyOnce
 from bench.spark_sss import SparkStructuredStreaming
 from k2k.local import free_port, start_pair
@@ -73,7 +74,8 @@ class Backlog:
 @dataclass(frozen=True)
 class Steady:
     rate: int  # records/s
-    seconds: float
+    seconds: float  # the measured window
+    warmup_s: float  # the same rate, unmeasured, right before the window
     value_size: int = 100
 
     @property
@@ -90,12 +92,12 @@ class Plan:
 
 FULL = Plan(
     (Backlog("W1-100B", 5_000_000, 100), Backlog("W1-1KB", 1_000_000, 1024)),
-    (Steady(5_000, 60), Steady(20_000, 60)),
+    (Steady(5_000, 60, 15), Steady(20_000, 60, 15)),
     1_000_000,
 )
 #: Under 5 minutes on 2 cores: start-up (JVMs, Spark) dominates small runs, so quick mode
 #: keeps one backlog (the one the MirrorMaker 2 ratio is about) and one steady rate.
-QUICK = Plan((Backlog("W1-100B", 300_000, 100),), (Steady(5_000, 10),), 200_000)
+QUICK = Plan((Backlog("W1-100B", 300_000, 100),), (Steady(5_000, 10, 5),), 200_000)
 
 
 @dataclass
@@ -461,6 +463,7 @@ def run_steady(c: Contender, s: Steady, env: Env) -> Result:
                 return res
             writer.warmup()
             time.sleep(0.2)  # a warm-up round, then look for the probe's ready file again
+        writer.run(s.rate, s.warmup_s, WARMUP)
         monitor.sample()
         cpu0 = monitor.cpu_s()
         writer.run(s.rate, s.seconds)

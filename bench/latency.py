@@ -9,8 +9,9 @@ same host, so they share one clock.
 
 Warm-up records carry a different marker: the harness writes them until the first one shows
 up on the target (the contender is ready), then starts the probe and keeps writing them until
-the probe has read one (it touches ``<out>.ready``); the probe ignores them otherwise. Only
-then does the measured window start, so neither start-up counts as latency.
+the probe has read one (it touches ``<out>.ready``); then the writer sends the window's rate
+for a while with the warm-up marker (JIT, caches, client buffers settle: steady state); the
+probe ignores all of those. Only then does the measured window start.
 
     python -m bench.latency --target HOST:PORT --topic T --partitions 8 --expect N --out F
 """
@@ -41,7 +42,6 @@ class PacedWriter:
         self.topic = topic
         self.partitions = partitions
         self.size = size
-        self.sent = 0
         self.producer = Producer(
             {
                 "bootstrap.servers": bootstrap,
@@ -57,27 +57,30 @@ class PacedWriter:
             self.producer.produce(self.topic, value(WARMUP, self.size, now), None, p)
         self.producer.flush(10)
 
-    def run(self, rate: int, seconds: float) -> int:
-        """Sends ``rate * seconds`` records at an even pace; returns how many it sent."""
+    def run(self, rate: int, seconds: float, marker: bytes = MEASURED) -> int:
+        """Sends ``rate * seconds`` records at an even pace; returns how many it sent.
+
+        ``marker=WARMUP`` sends the same load unmeasured (the probe skips those records).
+        """
         total = int(rate * seconds)
+        sent = 0
         tick = 0.01
         start = time.monotonic()
         produce = self.producer.produce
-        while self.sent < total:
+        while sent < total:
             due = min(total, int((time.monotonic() - start) * rate) + 1)
-            while self.sent < due:
+            while sent < due:
                 now_us = int(time.time() * 1e6)
-                i = self.sent
                 produce(
                     self.topic,
-                    value(MEASURED, self.size, now_us),
-                    i.to_bytes(8, "big"),
-                    i % self.partitions,
+                    value(marker, self.size, now_us),
+                    sent.to_bytes(8, "big"),
+                    sent % self.partitions,
                     timestamp=now_us // 1000,
                 )
-                self.sent += 1
+                sent += 1
             self.producer.poll(0)
-            next_tick = start + (self.sent / rate)
+            next_tick = start + (sent / rate)
             pause = next_tick - time.monotonic()
             time.sleep(max(0.0, min(tick, pause)))
         self.producer.flush(30)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -179,5 +180,10 @@ def test_commit_batch_not_acknowledged_within_delivery_timeout_stops_without_com
     lines = [ln for ln in err.splitlines() if ln.startswith("error: ")]
     assert len(lines) == 1, err
     assert "did not acknowledge a commit batch within 4 s" in lines[0], lines[0]
-    assert f"{t}[0]@10..29" in lines[0], lines[0]
+    # From the committed progress to at most the last record read (the epoch still open
+    # when the runner gave up may hold the rest).
+    uncommitted = re.search(re.escape(f"{t}[0]@") + r"(\d+)\.\.(\d+)", lines[0])
+    assert uncommitted, lines[0]
+    assert int(uncommitted.group(1)) == 10
+    assert 10 <= int(uncommitted.group(2)) <= 29
     assert committed_progress(target, f"__k2k_progress-{name}", name) == {(t, 0): 10}

@@ -75,7 +75,9 @@ PRODUCER_FORCED: dict[str, str] = {
     "acks": "all",
     "enable.idempotence": "true",
     "enable.gapless.guarantee": "true",
-    "message.timeout.ms": "0",
+    # The largest value (24.8 days), not 0 ("infinite"): with 0, librdkafka sends late
+    # (measured: p99 170-195 ms instead of 56-90 ms for a copy loop at 5k records/s).
+    "message.timeout.ms": "2147483647",
 }
 
 #: librdkafka's default ``message.timeout.ms`` (Java: ``delivery.timeout.ms``).

@@ -295,7 +295,7 @@ class Runner:
                 raise ReplicationError(
                     f"the target did not acknowledge a commit batch within "
                     f"{self.spec.ack_timeout_s:.0f} s (the producer's delivery timeout, "
-                    f"message.timeout.ms)" + self._uncommitted_ranges(pending[0])
+                    f"message.timeout.ms)" + self._uncommitted_ranges(pending[-1])
                 )
         # Consecutive complete epochs share one progress write: positions only grow, so the
         # newest covers the older ones (fewer control records when acknowledgements bunch).
