@@ -38,6 +38,12 @@ class Ctx:
     value_size: int = 0  # bytes per record value
     ends: dict[int, int] = field(default_factory=dict)  # backlog: end offset per partition
 
+    def copy_args(self) -> list[str]:
+        """``--source S --target T --topic X --dest Y``: what every copy job is told."""
+        names = ("--source", "--target", "--topic", "--dest")
+        values = (self.source, self.target, self.topic, self.dest)
+        return [arg for pair in zip(names, values, strict=True) for arg in pair]
+
 
 class Contender:
     """Base class: subclasses set the class attributes and implement ``start``."""

@@ -188,6 +188,19 @@ def preload(bootstrap: str, topic: str, records: int, value_size: int) -> dict[i
     return end_offsets(bootstrap, topic)
 
 
+def _committed_reader(bootstrap: str, group: str) -> Consumer:
+    """A consumer for checks: ``read_committed``, end-of-partition events, no commits."""
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        }
+    )
+
+
 def digest(bootstrap: str, topic: str, with_ts: bool) -> dict[int, tuple[int, str]]:
     """Per partition: (record count, ordered hash of key, value, headers and maybe timestamp),
     read with ``read_committed`` up to the end offsets at the time of the call.
@@ -195,15 +208,7 @@ def digest(bootstrap: str, topic: str, with_ts: bool) -> dict[int, tuple[int, st
     Reading everything makes the check independent of offsets, which transaction markers of
     exactly-once contenders shift."""
     ends = end_offsets(bootstrap, topic)
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "bench-digest",
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-        }
-    )
+    c = _committed_reader(bootstrap, "bench-digest")
     hashes = {p: hashlib.blake2b(digest_size=16) for p in ends}
     counts = dict.fromkeys(ends, 0)
     todo = {p for p, end in ends.items() if end > 0}
@@ -252,15 +257,7 @@ def identical(ctx: Ctx, with_ts: bool) -> tuple[bool, str]:
 def last_keys(bootstrap: str, topic: str) -> dict[int, bytes | None]:
     """The key of the last committed record of every partition (read near the end)."""
     ends = end_offsets(bootstrap, topic)
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "bench-tail",
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-        }
-    )
+    c = _committed_reader(bootstrap, "bench-tail")
     out: dict[int, bytes | None] = dict.fromkeys(ends)
     todo = {p for p, end in ends.items() if end > 0}
     c.assign([TopicPartition(topic, p, max(0, ends[p] - 64)) for p in todo])

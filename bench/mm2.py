@@ -20,9 +20,6 @@ Self-check (starts its own clusters; under a minute per variant)::
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
-import os
 import random
 import re
 import shutil
@@ -32,7 +29,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
@@ -48,6 +45,7 @@ from k2k.local import (
     k2k_home,
     start_pair,
 )
+from k2k.local.install import maven_install
 
 __all__ = [
     "MirrorMaker2AtLeastOnce",
@@ -96,13 +94,7 @@ logger.mirror.name = org.apache.kafka.connect.mirror
 logger.mirror.level = INFO
 """
 
-_STAMP = "INSTALL_COMPLETE"
-_MAVEN_TIMEOUT_S = 900.0
 _PLACEHOLDER = re.compile(r"\$\{([a-z][a-z.]*)\}")
-
-
-class MM2InstallError(RuntimeError):
-    """The MirrorMaker 2 jars could not be installed (no mvn, no network, Maven failed)."""
 
 
 # -- installation -------------------------------------------------------------------------
@@ -114,98 +106,20 @@ def mm2_dir() -> Path:
 def ensure_mm2_installed() -> Path:
     """Make sure the MM2 jars are installed and return their ``libs`` directory.
 
-    Runs ``mvn dependency:copy-dependencies`` on ``bench/mm2/pom.xml`` once, with the Kafka
-    version from :data:`k2k.local.KAFKA_VERSION` so MM2 always matches the brokers. The libs
+    ``bench/mm2/pom.xml`` resolved once by k2k's own Maven installer, with the Kafka version
+    from :data:`k2k.local.KAFKA_VERSION` so MM2 always matches the brokers. The libs
     directory is a complete classpath of its own (MM2 never shares one with the broker's jars,
     so no jar can appear twice in two versions); jars the broker install already fetched come
-    from ``~/.m2``, so nothing is downloaded twice. A stamp file, written last before the
-    directory is renamed into place, makes later calls one ``stat``; a file lock makes
-    concurrent callers download once.
-
-    :raises MM2InstallError: ``mvn`` is missing or Maven failed; the message says why.
+    from ``~/.m2``, so nothing is downloaded twice.
     """
-    target = mm2_dir()
-    libs = target / "libs"
-    if (target / _STAMP).is_file():
-        return libs
     find_java()  # fail before downloading if the jars could never run
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise MM2InstallError(
-            f"cannot install MirrorMaker 2 {KAFKA_VERSION}: 'mvn' (Apache Maven 3.6+) is not "
-            "on PATH; install it (e.g. `apt-get install maven`) and retry"
-        )
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with _exclusive_lock(target.parent / f"{target.name}.lock"):
-        if not (target / _STAMP).is_file():  # another process may have installed it meanwhile
-            _download(mvn, target)
-    return libs
-
-
-def _download(mvn: str, target: Path) -> None:
-    """Resolve the jars into a scratch directory next to ``target``, then rename it in place."""
-    scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    log_path = target.parent / f"install-{target.name}.log"
-    try:
-        shutil.copyfile(HERE / "pom.xml", scratch / "pom.xml")
-        command = [
-            mvn,
-            "-q",
-            "-B",
-            "-Dstyle.color=never",
-            "dependency:copy-dependencies",
-            f"-Dkafka.version={KAFKA_VERSION}",
-            "-DincludeScope=runtime",
-            f"-DoutputDirectory={scratch / 'libs'}",
-        ]
-        try:
-            done = subprocess.run(
-                command,
-                cwd=scratch,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=_MAVEN_TIMEOUT_S,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise MM2InstallError(
-                f"downloading MirrorMaker 2 {KAFKA_VERSION} with mvn took longer than "
-                f"{_MAVEN_TIMEOUT_S:.0f} s; check access to Maven Central and retry"
-            ) from exc
-        output = done.stdout + done.stderr
-        log_path.write_text(output, encoding="utf-8")
-        mirror_jar = scratch / "libs" / f"connect-mirror-{KAFKA_VERSION}.jar"
-        if done.returncode != 0 or not mirror_jar.is_file():
-            errors = [line for line in output.splitlines() if line.startswith("[ERROR]")]
-            reason = (errors or output.strip().splitlines()[-1:] or ["no output"])[0]
-            raise MM2InstallError(
-                f"downloading MirrorMaker 2 {KAFKA_VERSION} from Maven Central failed "
-                f"(mvn exit {done.returncode}): {reason.removeprefix('[ERROR]').strip()[:400]}; "
-                f"full output in {log_path}"
-            )
-        jars = len(list((scratch / "libs").glob("*.jar")))
-        (scratch / _STAMP).write_text(
-            f"kafka={KAFKA_VERSION}\njars={jars}\ninstalled={time.strftime('%FT%T%z')}\n",
-            encoding="utf-8",
-        )
-        scratch.chmod(0o755)  # mkdtemp makes it private; the jars are not secret
-        if target.exists():  # a directory without the stamp: a broken earlier attempt
-            shutil.rmtree(target)
-        os.rename(scratch, target)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def _exclusive_lock(path: Path) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``path`` (the OS releases it if we crash)."""
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    return maven_install(
+        f"MirrorMaker 2 {KAFKA_VERSION}",
+        (HERE / "pom.xml").read_text(encoding="utf-8"),
+        mm2_dir(),
+        {"kafka.version": KAFKA_VERSION},
+        f"connect-mirror-{KAFKA_VERSION}.jar",
+    )
 
 
 # -- configuration --------------------------------------------------------------------------

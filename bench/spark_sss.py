@@ -19,43 +19,32 @@ checks what arrived and prints the timings.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.contender import Contender, Ctx
 from k2k.local import k2k_home
+from k2k.local.install import maven_install
 
 ROOT = Path(__file__).resolve().parents[1]
 POM = Path(__file__).with_name("sss") / "pom.xml"
 
 __all__ = [
-    "SparkKafkaInstallError",
     "SparkStructuredStreaming",
     "connector_writes_timestamps",
     "ensure_spark_kafka_installed",
-    "installed_versions",
 ]
 
-_MARKER = "INSTALL_COMPLETE"
-_MAVEN_TIMEOUT_S = 900.0
 _VERSION_SUFFIX = re.compile(r"-\d+(?:\.\d+)+[^/]*\.jar$")
-
-
-class SparkKafkaInstallError(RuntimeError):
-    """Spark's Kafka connector could not be installed (no mvn, no network, no such release)."""
 
 
 def spark_kafka_dir(home: Path | None = None) -> Path:
@@ -68,103 +57,23 @@ def spark_kafka_dir(home: Path | None = None) -> Path:
 def ensure_spark_kafka_installed(home: Path | None = None) -> list[Path]:
     """Return the connector jars for ``spark.jars``, running Maven the first time only.
 
-    Idempotent and cheap once installed (one ``stat`` and a glob). Concurrent callers are
-    serialised by a file lock, so two harnesses never download into the same directory.
-
-    :raises SparkKafkaInstallError: ``mvn`` is missing or fails; the message says why and
-        where the full Maven output is.
-    """
-    target = spark_kafka_dir(home)
-    if not (target / _MARKER).is_file():
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise SparkKafkaInstallError(
-                "cannot install Spark's Kafka connector: 'mvn' (Apache Maven 3.6+) is not on "
-                "PATH; install it (e.g. `apt-get install maven`) and retry"
-            )
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with _exclusive_lock(target.parent / f"{target.name}.lock"):
-            if not (target / _MARKER).is_file():  # nobody installed it while we waited
-                _install(mvn, target)
-    return sorted((target / "libs").glob("*.jar"))
-
-
-def installed_versions(home: Path | None = None) -> dict[str, str]:
-    """What the stamp file of an install says (pyspark, connector, jars)."""
-    stamp = spark_kafka_dir(home) / _MARKER
-    pairs = (line.split("=", 1) for line in stamp.read_text().splitlines() if "=" in line)
-    return dict(pairs)
-
-
-def _install(mvn: str, target: Path) -> None:
-    """Resolve into a scratch directory, drop what pyspark ships, then rename into place.
-
-    Filling a scratch directory and renaming it means a crash half-way never leaves a
-    directory that looks installed.
+    ``bench/sss/pom.xml`` resolved by k2k's own Maven installer for the running pyspark's
+    release (DEVELOPERS.md: the connector matches pyspark; there is no fallback to another
+    release), minus every jar pyspark already ships.
     """
     import pyspark
 
-    wanted = pyspark.__version__
-    scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    log_path = target.parent / f"install-{target.name}.log"
-    try:
-        shutil.copyfile(POM, scratch / "pom.xml")
-        # The connector must be the running pyspark's own release (DEVELOPERS.md): no
-        # fallback to another one.
-        ok, output = _mvn(mvn, scratch, wanted, wanted)
-        log_path.write_text(output, encoding="utf-8")
-        if not ok:
-            raise SparkKafkaInstallError(
-                f"mvn could not resolve spark-sql-kafka-0-10_2.13 {wanted} (the running "
-                f"pyspark's release): {_first_maven_error(output)}; check access to Maven "
-                f"Central (or the mirror in ~/.m2/settings.xml); full output in {log_path}"
-            )
-        dropped = _drop_jars_pyspark_ships(scratch / "libs", Path(pyspark.__file__).parent / "jars")
-        jars = sorted(p.name for p in (scratch / "libs").glob("*.jar"))
-        (scratch / _MARKER).write_text(
-            f"pyspark={wanted}\nconnector={wanted}\njars={','.join(jars)}\n"
-            f"dropped={','.join(dropped)}\ninstalled={time.strftime('%FT%T%z')}\n",
-            encoding="utf-8",
-        )
-        scratch.chmod(0o755)  # mkdtemp makes it private; the jars are not secret
-        if target.exists():  # a directory without the marker: a leftover; replace it
-            shutil.rmtree(target)
-        os.rename(scratch, target)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _mvn(mvn: str, cwd: Path, connector: str, token: str) -> tuple[bool, str]:
-    """Run ``dependency:copy-dependencies`` for one connector release; (success, output)."""
-    libs = cwd / "libs"
-    shutil.rmtree(libs, ignore_errors=True)  # a failed first attempt may have left jars
-    command = [
-        mvn,
-        "-B",
-        "-Dstyle.color=never",
-        "dependency:copy-dependencies",
-        f"-Dspark.version={connector}",
-        f"-Dspark.token.version={token}",
-        "-DincludeScope=runtime",
-        f"-DoutputDirectory={libs}",
-    ]
-    try:
-        done = subprocess.run(
-            command,
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=_MAVEN_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise SparkKafkaInstallError(
-            f"resolving Spark's Kafka connector with mvn took longer than {_MAVEN_TIMEOUT_S:.0f} s"
-        ) from exc
-    connector_jar = libs / f"spark-sql-kafka-0-10_2.13-{connector}.jar"
-    output = f"$ {' '.join(command)}\n{done.stdout}{done.stderr}\n"
-    return done.returncode == 0 and connector_jar.is_file(), output
+    version = pyspark.__version__
+    pyspark_jars = Path(pyspark.__file__).parent / "jars"
+    libs = maven_install(
+        f"Spark's Kafka connector {version}",
+        POM.read_text(encoding="utf-8"),
+        spark_kafka_dir(home),
+        {"spark.version": version, "spark.token.version": version},
+        f"spark-sql-kafka-0-10_2.13-{version}.jar",
+        prune=lambda jars: _drop_jars_pyspark_ships(jars, pyspark_jars),
+    )
+    return sorted(libs.glob("*.jar"))
 
 
 def _artifact(jar_name: str) -> str:
@@ -191,25 +100,6 @@ def _drop_jars_pyspark_ships(libs: Path, pyspark_jars: Path) -> list[str]:
             jar.unlink()
             dropped.append(jar.name)
     return dropped
-
-
-def _first_maven_error(output: str) -> str:
-    """The line of mvn's output that best explains a failure, for a one-line message."""
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    errors = [line for line in lines if line.startswith("[ERROR]") and len(line) > len("[ERROR]")]
-    chosen = errors[0] if errors else (lines[-1] if lines else "no output")
-    return chosen.removeprefix("[ERROR]").strip()[:400]
-
-
-@contextmanager
-def _exclusive_lock(path: Path) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``path`` (released by the OS even if we crash)."""
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def ensure_topic(bootstrap: str, topic: str, partitions: int) -> None:
@@ -275,14 +165,7 @@ class SparkStructuredStreaming(Contender):
         return [
             sys.executable,
             str(ROOT / "bench" / "sss_job.py"),
-            "--source",
-            ctx.source,
-            "--target",
-            ctx.target,
-            "--topic",
-            ctx.topic,
-            "--dest",
-            ctx.dest,
+            *ctx.copy_args(),
             "--checkpoint",
             str(ctx.tmp / f"{ctx.dest}.checkpoint"),
             "--mode",
@@ -374,7 +257,9 @@ def _selfcheck(records: int, steady_records: int) -> int:
 
     job = SparkStructuredStreaming()
     job.setup()
-    print(f"connector: {installed_versions()}; keeps timestamps: {job.keeps_timestamps}")
+    print(
+        f"connector jars: {[j.name for j in job.jars or []]}; keeps timestamps: {job.keeps_timestamps}"
+    )
     failures: list[str] = []
     parts = 8
     procs: list[subprocess.Popen] = []

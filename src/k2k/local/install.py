@@ -29,7 +29,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
@@ -44,6 +44,7 @@ __all__ = [
     "java_build_id",
     "k2k_home",
     "kafka_dir",
+    "maven_install",
 ]
 
 KAFKA_VERSION = "4.3.1"
@@ -85,37 +86,74 @@ def ensure_kafka_installed(
         says what to install or check.
     """
     target = kafka_dir(home)
-    libs = target / "libs"
     if (target / _MARKER).is_file():
-        return libs
-
+        return target / "libs"
     find_java()  # fail before a minute of downloading if the jars could never run
+    pom = resources.files("k2k.local").joinpath("pom.xml").read_text(encoding="utf-8")
+    return maven_install(
+        f"Apache Kafka {KAFKA_VERSION}",
+        pom,
+        target,
+        {"kafka.version": KAFKA_VERSION},
+        f"kafka_2.13-{KAFKA_VERSION}.jar",
+        announce=announce,
+    )
+
+
+def maven_install(
+    what: str,
+    pom: str,
+    target: Path,
+    properties: Mapping[str, str],
+    expect_jar: str,
+    *,
+    announce: Callable[[str], None] | None = None,
+    prune: Callable[[Path], None] | None = None,
+) -> Path:
+    """Resolve ``pom``'s runtime dependencies into ``target/libs`` once; return that directory.
+
+    The one way k2k (and its benchmark) fetches jars: ``mvn dependency:copy-dependencies``
+    with ``-D`` ``properties`` into a scratch directory next to ``target``, checked for
+    ``expect_jar``, optionally pruned by ``prune``, stamped and renamed into place, all
+    under a file lock so concurrent callers download once. ``what`` names the jars in
+    messages.
+
+    :raises LocalClusterError: ``mvn`` is missing, times out or fails; the message says why
+        and where Maven's full output is.
+    """
+    if (target / _MARKER).is_file():
+        return target / "libs"
     mvn = shutil.which("mvn")
     if mvn is None:
         raise LocalClusterError(
-            f"cannot install Apache Kafka {KAFKA_VERSION}: 'mvn' (Apache Maven 3.6+) is not on "
-            "PATH; install it (e.g. `apt-get install maven` or `brew install maven`) and retry"
+            f"cannot install {what}: 'mvn' (Apache Maven 3.6+) is not on PATH; install it "
+            "(e.g. `apt-get install maven` or `brew install maven`) and retry"
         )
-
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _exclusive_lock(target.parent / f"kafka-{KAFKA_VERSION}.lock"):
-        if (target / _MARKER).is_file():  # another process installed it while we waited
-            return libs
-        if announce is not None:
-            announce(
-                f"Installing Apache Kafka {KAFKA_VERSION} jars from Maven Central into {target} "
-                "(one time, about a minute)"
-            )
-        _download(mvn, target)
-    return libs
+    with _exclusive_lock(target.parent / f"{target.name}.lock"):
+        if not (target / _MARKER).is_file():  # nobody installed it while we waited
+            if announce is not None:
+                announce(
+                    f"Installing {what} jars from Maven Central into {target} "
+                    "(one time, about a minute)"
+                )
+            _download(mvn, what, pom, target, properties, expect_jar, prune)
+    return target / "libs"
 
 
-def _download(mvn: str, target: Path) -> None:
+def _download(
+    mvn: str,
+    what: str,
+    pom: str,
+    target: Path,
+    properties: Mapping[str, str],
+    expect_jar: str,
+    prune: Callable[[Path], None] | None,
+) -> None:
     """Resolve the jars into a scratch directory next to ``target``, then rename it into place."""
     scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     log_path = target.parent / f"install-{target.name}.log"
     try:
-        pom = resources.files("k2k.local").joinpath("pom.xml").read_text(encoding="utf-8")
         (scratch / "pom.xml").write_text(pom, encoding="utf-8")
         command = [
             mvn,
@@ -123,7 +161,7 @@ def _download(mvn: str, target: Path) -> None:
             "-B",
             "-Dstyle.color=never",
             "dependency:copy-dependencies",
-            f"-Dkafka.version={KAFKA_VERSION}",
+            *(f"-D{key}={value}" for key, value in properties.items()),
             "-DincludeScope=runtime",
             f"-DoutputDirectory={scratch / 'libs'}",
         ]
@@ -139,22 +177,22 @@ def _download(mvn: str, target: Path) -> None:
             )
         except subprocess.TimeoutExpired as exc:
             raise LocalClusterError(
-                f"downloading Apache Kafka {KAFKA_VERSION} with mvn took longer than "
-                f"{_MAVEN_TIMEOUT_S:.0f} s; check access to Maven Central "
-                "(or the mirror in ~/.m2/settings.xml) and retry"
+                f"downloading {what} with mvn took longer than {_MAVEN_TIMEOUT_S:.0f} s; "
+                "check access to Maven Central (or the mirror in ~/.m2/settings.xml) and retry"
             ) from exc
         log_path.write_text(done.stdout + done.stderr, encoding="utf-8")
-        broker_jar = scratch / "libs" / f"kafka_2.13-{KAFKA_VERSION}.jar"
-        if done.returncode != 0 or not broker_jar.is_file():
+        if done.returncode != 0 or not (scratch / "libs" / expect_jar).is_file():
             raise LocalClusterError(
-                f"downloading Apache Kafka {KAFKA_VERSION} from Maven Central failed "
+                f"downloading {what} from Maven Central failed "
                 f"(mvn exit {done.returncode}): {_first_maven_error(done.stdout + done.stderr)}; "
                 "check network access to https://repo.maven.apache.org (or the mirror in "
                 f"~/.m2/settings.xml) and retry; full output in {log_path}"
             )
+        if prune is not None:
+            prune(scratch / "libs")
         jars = sorted(p.name for p in (scratch / "libs").glob("*.jar"))
         (scratch / _MARKER).write_text(
-            f"kafka={KAFKA_VERSION}\njars={len(jars)}\ninstalled={time.strftime('%FT%T%z')}\n",
+            f"what={what}\njars={len(jars)}\ninstalled={time.strftime('%FT%T%z')}\n",
             encoding="utf-8",
         )
         scratch.chmod(0o755)  # mkdtemp makes it private; the jars are not secret
