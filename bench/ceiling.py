@@ -15,23 +15,12 @@ import sys
 from pathlib import Path
 from typing import ClassVar
 
-from confluent_kafka.admin import AdminClient, NewTopic
-
-from bench.contender import Contender, Ctx
+from bench.contender import Contender, Ctx, create_topic
 from k2k.local.install import ensure_kafka_installed, find_java
 
 ROOT = Path(__file__).resolve().parents[1]
 
-__all__ = ["BareLoop", "ProducerPerfTool", "create_topic"]
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    """Create ``topic`` (replication factor 1) unless it exists."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    if topic in admin.list_topics(timeout=10).topics:
-        return
-    for f in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
-        f.result()
+__all__ = ["BareLoop", "ProducerPerfTool"]
 
 
 class BareLoop(Contender):

@@ -20,7 +20,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-__all__ = ["Contender", "Ctx"]
+from confluent_kafka.admin import AdminClient, NewTopic
+
+__all__ = ["Contender", "Ctx", "create_topic"]
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    """Create ``topic`` (replication factor 1) unless it exists with ``partitions`` partitions.
+
+    Target topics are created up front because contenders write each record to its source
+    partition number, and a topic the broker auto-creates would have only one partition.
+
+    :raises RuntimeError: the topic exists with another partition count.
+    """
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    existing = admin.list_topics(timeout=10).topics.get(topic)
+    if existing is not None:
+        if len(existing.partitions) != partitions:
+            raise RuntimeError(
+                f"topic {topic} exists with {len(existing.partitions)} partitions, not {partitions}"
+            )
+        return
+    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        future.result()
 
 
 @dataclass

@@ -38,8 +38,8 @@ from pathlib import Path
 import psutil
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from bench.ceiling import BareLoop, ProducerPerfTool, create_topic
-from bench.contender import Contender, Ctx
+from bench.ceiling import BareLoop, ProducerPerfTool
+from bench.contender import Contender, Ctx, create_topic
 from bench.k2k_bench import K2KAtLeastOnce
 from bench.latency import WARMUP, PacedWriter
 from bench.mm2 import MirrorMaker2AtLeastOnce, MirrorMaker2ExactlyOnce
@@ -254,10 +254,15 @@ def identical(ctx: Ctx, with_ts: bool) -> tuple[bool, str]:
     return False, f"DIFFERENT content in partitions {differ}"
 
 
+_tail_readers: dict[str, Consumer] = {}
+
+
 def last_keys(bootstrap: str, topic: str) -> dict[int, bytes | None]:
     """The key of the last committed record of every partition (read near the end)."""
     ends = end_offsets(bootstrap, topic)
-    c = _committed_reader(bootstrap, "bench-tail")
+    c = _tail_readers.get(bootstrap)
+    if c is None:  # polled every 100 ms near the end of a run: one client per cluster
+        c = _tail_readers[bootstrap] = _committed_reader(bootstrap, "bench-tail")
     out: dict[int, bytes | None] = dict.fromkeys(ends)
     todo = {p for p, end in ends.items() if end > 0}
     c.assign([TopicPartition(topic, p, max(0, ends[p] - 64)) for p in todo])
@@ -268,7 +273,7 @@ def last_keys(bootstrap: str, topic: str) -> dict[int, bytes | None]:
                 out[m.partition()] = m.key()
             elif m.error().code() == KafkaError._PARTITION_EOF:
                 todo.discard(m.partition())
-    c.close()
+    c.unassign()
     return out
 
 
@@ -626,9 +631,10 @@ def main() -> None:
                     flush=True,
                 )
     finally:
-        for reader in _readers.values():  # before the brokers go: no reconnect noise later
-            reader.close()
-        _readers.clear()
+        for readers in (_readers, _tail_readers):  # before the brokers go: no reconnect noise
+            for reader in readers.values():
+                reader.close()
+            readers.clear()
         if pair is not None:
             pair.stop()
     print()

@@ -34,9 +34,8 @@ from pathlib import Path
 from typing import ClassVar
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.contender import Contender, Ctx
+from bench.contender import Contender, Ctx, create_topic
 from k2k.local import (
     KAFKA_VERSION,
     ensure_kafka_installed,
@@ -272,8 +271,7 @@ def _selfcheck(records: int, keys: list[str], keep: bool) -> int:
         pair = start_pair(root / "clusters", free_port(), free_port())
         try:
             topic = f"check-{uuid.uuid4().hex[:6]}"
-            admin = AdminClient({"bootstrap.servers": pair.source.bootstrap})
-            admin.create_topics([NewTopic(topic, 8, 1)])[topic].result()
+            create_topic(pair.source.bootstrap, topic, 8)
             _load(pair.source.bootstrap, topic, records)
             expected = _read_all(pair.source.bootstrap, topic, 8, "read_committed")
             print(f"source {topic}: {sum(map(len, expected.values())):,} committed records")

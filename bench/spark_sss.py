@@ -29,9 +29,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient, NewTopic
-
-from bench.contender import Contender, Ctx
+from bench.contender import Contender, Ctx, create_topic
 from k2k.local import k2k_home
 from k2k.local.install import maven_install
 
@@ -102,25 +100,6 @@ def _drop_jars_pyspark_ships(libs: Path, pyspark_jars: Path) -> list[str]:
     return dropped
 
 
-def ensure_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    """Create ``topic`` with ``partitions`` partitions (replication factor 1) unless it exists.
-
-    For the target topic this is needed because the sink writes each record to its source
-    partition number, and a topic the broker auto-creates on first write would have
-    ``num.partitions`` (1) partitions.
-    """
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    existing = admin.list_topics(timeout=10).topics.get(topic)
-    if existing is not None:
-        if len(existing.partitions) != partitions:
-            raise RuntimeError(
-                f"topic {topic} exists with {len(existing.partitions)} partitions, not {partitions}"
-            )
-        return
-    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
-        future.result()
-
-
 def connector_writes_timestamps(jars: list[Path]) -> bool:
     """Whether the connector among ``jars`` can set record timestamps (from a column).
 
@@ -177,7 +156,7 @@ class SparkStructuredStreaming(Contender):
         ]
 
     def start(self, ctx: Ctx) -> None:
-        ensure_topic(ctx.target, ctx.dest, ctx.partitions)
+        create_topic(ctx.target, ctx.dest, ctx.partitions)
         argv = self.command(ctx)
         with open(ctx.tmp / f"{ctx.dest}.log", "w") as log:  # the child keeps its own copy
             ctx.procs.append(
@@ -269,7 +248,7 @@ def _selfcheck(records: int, steady_records: int) -> int:
         try:
             src, dst = pair.source.bootstrap, pair.target.bootstrap
             # -- backlog ------------------------------------------------------------
-            ensure_topic(src, "selfcheck", parts)
+            create_topic(src, "selfcheck", parts)
             produce(src, "selfcheck", 0, records, parts)
             source_ends = ends(src, "selfcheck", parts)
             ctx = Ctx(src, dst, "selfcheck", "selfcheck-sss", parts, False, "a", tmp, procs)
@@ -315,7 +294,7 @@ def _selfcheck(records: int, steady_records: int) -> int:
                 )
             # -- steady -------------------------------------------------------------
             procs.clear()
-            ensure_topic(src, "trickle", parts)
+            create_topic(src, "trickle", parts)
             ctx = Ctx(src, dst, "trickle", "trickle-sss", parts, True, "b", tmp, procs)
             t0 = time.monotonic()
             job.start(ctx)
