@@ -8,6 +8,7 @@ traceback, unless ``--debug`` asks for one.
 from __future__ import annotations
 
 import logging
+import re
 import signal
 import sys
 import threading
@@ -42,6 +43,9 @@ def _setup_logging(verbose: bool) -> None:
     logging.getLogger("py4j").setLevel(logging.ERROR)
 
 
+_INSTANCE_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="k2k")
 def main() -> None:
@@ -56,9 +60,29 @@ def main() -> None:
     help="Exit 0 once every selected source partition is replicated up to the end offsets "
     "seen at start (migrations, scripts, tests). Without it, run until SIGINT/SIGTERM.",
 )
+@click.option(
+    "--instance",
+    metavar="NAME",
+    envvar="K2K_INSTANCE",
+    help="This process's member name in the assignment topic (default: host-pid, unique per "
+    "process). A restart under the same name takes its partitions back at once instead of "
+    "after coordination.assignment.graceWindow; never give two running processes one name.",
+)
+@click.option(
+    "--standby",
+    is_flag=True,
+    help="Take no partitions while another (non-standby) instance of the pipeline is alive; "
+    "take them all over when none is (active/standby pairs).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log planner decisions (INFO level).")
 @one_line_errors
-def start(files: Sequence[str], until_caught_up: bool, verbose: bool) -> None:
+def start(
+    files: Sequence[str],
+    until_caught_up: bool,
+    instance: str | None,
+    standby: bool,
+    verbose: bool,
+) -> None:
     """Run the replication pipeline described by the YAML file(s).
 
     Stops cleanly on SIGINT/SIGTERM: runners commit what the target has acknowledged and
@@ -88,8 +112,19 @@ def start(files: Sequence[str], until_caught_up: bool, verbose: bool) -> None:
         for s in (signal.SIGINT, signal.SIGTERM):
             signal.signal(s, on_signal)
 
+    if instance is not None and not _INSTANCE_NAME.fullmatch(instance):
+        raise click.BadParameter(
+            f"{instance!r} is not usable in transactional ids; expected letters, digits, "
+            "'.', '_' and '-' (at most 100)",
+            param_hint="'--instance'",
+        )
     planner = Planner(
-        cfg, until_caught_up=until_caught_up, on_tick=display, after_spark_start=install_handlers
+        cfg,
+        until_caught_up=until_caught_up,
+        on_tick=display,
+        after_spark_start=install_handlers,
+        member=instance,
+        standby=standby,
     )
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     install_handlers()

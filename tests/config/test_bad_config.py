@@ -228,10 +228,33 @@ CASES = [
     ),
     # --- features and tracing -------------------------------------------------------------
     pytest.param(
-        {"features": {"exactlyOnce": "enabled"}},
-        "features.exactlyOnce: 'enabled' is not supported yet by this k2k version; "
-        "at-least-once replication is used when it is 'disabled'",
-        id="exactly-once-enabled",
+        {
+            "features": {"exactlyOnce": "enabled"},
+            "coordination": {"commit": {"batchTimeout": "1 minute"}},
+        },
+        "coordination.commit.batchTimeout: too long for exactly-once: a transaction lasts up to "
+        "one batch and the producer's transaction.timeout.ms is 60000, got '1 minute'; expected "
+        "at most half of transaction.timeout.ms",
+        id="exactly-once-batch-outlives-transaction",
+    ),
+    pytest.param(
+        {
+            "features": {"exactlyOnce": "enabled"},
+            "target": {"kafka": {"producer": {"delivery.timeout.ms": 120000}}},
+        },
+        "target.kafka.producer.delivery.timeout.ms: longer than transaction.timeout.ms "
+        "(exactly-once), got '120000'; expected at most 60000",
+        id="exactly-once-delivery-outlives-transaction",
+    ),
+    pytest.param(
+        tgt("producer", {"enable.idempotence": "false"}),
+        "target.kafka.producer.enable.idempotence: managed by k2k, got 'false'",
+        id="idempotence-off",
+    ),
+    pytest.param(
+        tgt("producer", {"acks": "1"}),
+        "target.kafka.producer.acks: managed by k2k, got '1'",
+        id="acks-one",
     ),
     pytest.param(
         {"features": {"schemaMapping": True}},
@@ -436,7 +459,7 @@ def test_missing_required_sections(problems: Any) -> None:
 def test_all_problems_are_reported_at_once(problems: Any) -> None:
     lines = problems(
         {
-            "features": {"exactlyOnce": "enabled", "exactlyOnse": "x"},
+            "features": {"schemaMapping": "enabled", "exactlyOnse": "x"},
             "coordination": {"commit": {"batchSize": 0}},
             "spark": {"parallelism": 0},
             "target": {
@@ -449,7 +472,7 @@ def test_all_problems_are_reported_at_once(problems: Any) -> None:
     )
     starts = [line.split(":", 1)[0] for line in lines]
     assert starts == [
-        "features.exactlyOnce",
+        "features.schemaMapping",
         "features.exactlyOnse",
         "target.kafka.producer.max.poll.records",
         "target.kafka.producer.transactional.id",

@@ -140,9 +140,13 @@ BAD_INPUTS = {
         _set("source/kafka/common/ssl.truststore.location", "/x/trust.jks"),
         ["ssl.truststore"],
     ),
-    "exactly-once-not-yet": (
-        _set("features/exactlyOnce", "enabled"),
-        ["features.exactlyOnce", "not supported yet"],
+    "read-uncommitted": (
+        _set("source/kafka/consumer", {"isolation.level": "read_uncommitted"}),
+        ["source.kafka.consumer.isolation.level", "aborted source transactions"],
+    ),
+    "manual-transactional-id": (
+        _set("target/kafka/producer", {"transactional.id": "mine"}),
+        ["target.kafka.producer.transactional.id", "per runner group itself"],
     ),
     "bad-feature-value": (
         _set("features/headerReplication", "maybe"),

@@ -96,13 +96,27 @@ def delivery_timeout_s(props: Mapping[str, str]) -> float:
     return ms / 1000 if ms > 0 else float("inf")
 
 
-def producer_settings(props: Mapping[str, str], partition_by_key: bool) -> dict[str, str]:
+#: Exactly-once replaces the last two forced settings: a transaction commit confirms every
+#: record of the batch (no per-run acknowledgement to protect), and librdkafka requires
+#: ``message.timeout.ms`` <= ``transaction.timeout.ms``.
+TRANSACTIONAL_FORCED: dict[str, str] = {"acks": "all", "enable.idempotence": "true"}
+
+
+def producer_settings(
+    props: Mapping[str, str], partition_by_key: bool, *, exactly_once: bool = False
+) -> dict[str, str]:
     """The effective target-producer properties: defaults < user properties < forced.
 
     With key-hash partition mapping the producer places records itself with librdkafka's
-    ``murmur2_random`` partitioner, which is the Java client's murmur2 placement.
+    ``murmur2_random`` partitioner, which is the Java client's murmur2 placement. The
+    ``transactional.id`` of an exactly-once runner is added by the runner itself.
     """
-    conf = {**PRODUCER_DEFAULTS, **props, **PRODUCER_FORCED}
+    if exactly_once:
+        conf = {**PRODUCER_DEFAULTS, **props, **TRANSACTIONAL_FORCED}
+        txn_ms = int(conf.get("transaction.timeout.ms", 60_000))
+        conf.setdefault("message.timeout.ms", str(min(DEFAULT_DELIVERY_TIMEOUT_MS, txn_ms)))
+    else:
+        conf = {**PRODUCER_DEFAULTS, **props, **PRODUCER_FORCED}
     if partition_by_key:
         conf["partitioner"] = "murmur2_random"
     return conf

@@ -147,7 +147,6 @@ class TracingToggles(K2KModel):
 
 
 _UNSUPPORTED_FEATURES = {
-    "exactly_once": "at-least-once replication is used when it is 'disabled'",
     "schema_mapping": "schema ids are copied unchanged when it is 'disabled'",
     "bidirectional_replication": "replication is one-way when it is 'disabled'",
     "offset_mapping": "no offset mappings are written when it is 'disabled'",
@@ -159,8 +158,9 @@ class Features(K2KModel):
 
     exactly_once: Flag = Field(
         False,
-        description="Exactly-once replication (transactions). Not supported yet: must be "
-        "`disabled`; k2k then replicates at-least-once.",
+        description="Exactly-once replication: each commit batch of records and the progress "
+        "of its source partitions are one transaction on the target, and owners are fenced "
+        "(see docs/exactly-once.md). When disabled, replication is at-least-once.",
     )
     keep_record_creation_timestamp: Flag = Field(
         True,
@@ -842,6 +842,10 @@ _NAME_DOC = FieldDoc(
 _NOT_USED = "Accepted for K2K compatibility; not used yet."
 
 
+#: librdkafka's and the Java client's default ``transaction.timeout.ms``.
+DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
+
+
 class PipelineConfig(K2KModel):
     """One replication pipeline, as loaded from one or more YAML files."""
 
@@ -916,8 +920,43 @@ class PipelineConfig(K2KModel):
                     describe(what, got=routing_to_yaml(routing), expected=expected),
                 )
             )
+        if self.features.exactly_once:
+            problems.extend(self._exactly_once_problems())
         _raise(problems)
         return self
+
+    def _exactly_once_problems(self) -> list[Problem]:
+        """Transactions must outlive a commit batch, and records must not outlive them."""
+        props = self.target.client("producer")
+        path = ("target", "kafka", "producer")
+        txn_ms = int(props.get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS))
+        out: list[Problem] = []
+        batch_ms = self.coordination.commit.batch_timeout.total_seconds() * 1000
+        if batch_ms * 2 > txn_ms:
+            out.append(
+                (
+                    ("coordination", "commit", "batchTimeout"),
+                    describe(
+                        f"too long for exactly-once: a transaction lasts up to one batch and "
+                        f"the producer's transaction.timeout.ms is {txn_ms}",
+                        got=format_duration(self.coordination.commit.batch_timeout),
+                        expected="at most half of transaction.timeout.ms (default 60000)",
+                    ),
+                )
+            )
+        msg_ms = props.get("message.timeout.ms")
+        if msg_ms is not None and int(msg_ms) > txn_ms:
+            out.append(
+                (
+                    (*path, "delivery.timeout.ms"),
+                    describe(
+                        "longer than transaction.timeout.ms (exactly-once)",
+                        got=msg_ms,
+                        expected=f"at most {txn_ms}",
+                    ),
+                )
+            )
+        return out
 
     @property
     def commit_group(self) -> str:

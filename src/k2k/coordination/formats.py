@@ -25,7 +25,16 @@ from typing import Any, ClassVar
 
 from k2k.errors import ControlRecordError
 
-__all__ = ["ProgressKey", "ProgressRecord", "dumps_canonical"]
+__all__ = [
+    "AssignmentRecord",
+    "MemberRecord",
+    "OwnerRecord",
+    "ProgressKey",
+    "ProgressRecord",
+    "ReleaseRecord",
+    "decode_assignment",
+    "dumps_canonical",
+]
 
 
 def dumps_canonical(obj: dict[str, Any]) -> bytes:
@@ -104,6 +113,8 @@ class ProgressRecord:
     offset: int
     pipeline: str
     committed_at_ms: int
+    #: The assignment member that wrote the record ("" when unknown, e.g. older writers).
+    owner: str = ""
 
     @property
     def key(self) -> ProgressKey:
@@ -114,14 +125,15 @@ class ProgressRecord:
 
     def encode_value(self) -> bytes:
         """The value alone (writers that cache the key bytes of a partition use this)."""
-        return dumps_canonical(
-            {
-                "v": self.VERSION,
-                "offset": self.offset,
-                "pipeline": self.pipeline,
-                "committedAt": self.committed_at_ms,
-            }
-        )
+        value: dict[str, Any] = {
+            "v": self.VERSION,
+            "offset": self.offset,
+            "pipeline": self.pipeline,
+            "committedAt": self.committed_at_ms,
+        }
+        if self.owner:
+            value["owner"] = self.owner
+        return dumps_canonical(value)
 
     @classmethod
     def decode(
@@ -144,6 +156,7 @@ class ProgressRecord:
                 int(obj["offset"]),
                 str(obj["pipeline"]),
                 int(obj["committedAt"]),
+                str(obj.get("owner", "")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ControlRecordError(f"{locator}: malformed progress value ({exc!r})") from None
@@ -153,3 +166,154 @@ class ProgressRecord:
             f"ProgressRecord({self.group}: {self.topic}[{self.partition}] -> next offset "
             f"{self.offset}, by {self.pipeline} at {self.committed_at_ms})"
         )
+
+
+# --- assignment records ------------------------------------------------------------------------
+#
+# The assignment topic holds three kinds of records of one commit group, told apart by the
+# key's ``kind``: a *member* record per running k2k instance (its heartbeat), an *owner*
+# record per source partition (the newest claim: which member and transactional id may
+# write it), and a *release* record per source partition (the claim its owner gave up).
+# Owner and release records have separate keys on purpose: a late release can never
+# overwrite a newer claim in the compacted log; a release counts only if it names the
+# current claim.
+
+
+def _assignment_key(kind: str, group: str, **rest: Any) -> bytes:
+    return dumps_canonical({"k": 1, "kind": kind, "group": group, **rest})
+
+
+@dataclass(frozen=True, slots=True)
+class MemberRecord:
+    """A k2k instance of the pipeline, written by its driver every heartbeat interval.
+
+    ``state`` is ``alive`` or ``left`` (clean stop: its partitions may be taken at once).
+    ``session`` changes at every start, so a restarted instance with a fixed ``member`` name
+    is told apart from its predecessor. Liveness is judged from the record timestamps.
+    """
+
+    KIND: ClassVar[str] = "member"
+    group: str
+    member: str
+    session: str
+    state: str
+    standby: bool
+    host: str
+    at_ms: int
+
+    def encode(self) -> tuple[bytes, bytes]:
+        key = _assignment_key(self.KIND, self.group, member=self.member)
+        return key, dumps_canonical(
+            {
+                "v": 1,
+                "session": self.session,
+                "state": self.state,
+                "standby": self.standby,
+                "host": self.host,
+                "at": self.at_ms,
+            }
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRecord:
+    """The newest claim on one source partition: ``member`` writes it through
+    ``transactional_id`` (empty at-least-once). ``claim`` identifies this claim."""
+
+    KIND: ClassVar[str] = "owner"
+    group: str
+    topic: str
+    partition: int
+    member: str
+    session: str
+    transactional_id: str
+    claim: str
+    at_ms: int
+
+    def encode(self) -> tuple[bytes, bytes]:
+        return self.key_bytes(self.group, self.topic, self.partition), dumps_canonical(
+            {
+                "v": 1,
+                "member": self.member,
+                "session": self.session,
+                "transactionalId": self.transactional_id,
+                "claim": self.claim,
+                "at": self.at_ms,
+            }
+        )
+
+    @classmethod
+    def key_bytes(cls, group: str, topic: str, partition: int) -> bytes:
+        return _assignment_key(cls.KIND, group, topic=topic, partition=partition)
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseRecord:
+    """The owner of ``claim`` stopped writing the partition after its last commit."""
+
+    KIND: ClassVar[str] = "release"
+    group: str
+    topic: str
+    partition: int
+    claim: str
+    at_ms: int
+
+    def encode(self) -> tuple[bytes, bytes]:
+        key = _assignment_key(self.KIND, self.group, topic=self.topic, partition=self.partition)
+        return key, dumps_canonical({"v": 1, "claim": self.claim, "at": self.at_ms})
+
+
+AssignmentRecord = MemberRecord | OwnerRecord | ReleaseRecord
+
+
+def decode_assignment(
+    key: bytes | None, value: bytes | None, locator: str
+) -> tuple[str, AssignmentRecord | None]:
+    """Decode one assignment record; returns (group, record), record None for a tombstone.
+
+    >>> rec = ReleaseRecord("g", "orders", 2, "m1:7", 5)
+    >>> decode_assignment(*rec.encode(), "t[0]@0") == ("g", rec)
+    True
+    """
+    k = _load(key, "key", locator)
+    if k.get("k") != 1 or k.get("kind") not in ("member", "owner", "release"):
+        raise ControlRecordError(
+            f"{locator}: unknown assignment key (version {k.get('k')!r}, kind "
+            f"{k.get('kind')!r}); this k2k reads version 1 member/owner/release keys"
+        )
+    group = str(k.get("group"))
+    if value is None:
+        return group, None
+    v = _load(value, "value", locator)
+    if v.get("v") != 1:
+        raise ControlRecordError(
+            f"{locator}: unknown assignment value version {v.get('v')!r} (this k2k reads 1)"
+        )
+    try:
+        kind = k["kind"]
+        if kind == "member":
+            return group, MemberRecord(
+                group,
+                str(k["member"]),
+                str(v["session"]),
+                str(v["state"]),
+                bool(v["standby"]),
+                str(v.get("host", "")),
+                int(v["at"]),
+            )
+        if kind == "owner":
+            return group, OwnerRecord(
+                group,
+                str(k["topic"]),
+                int(k["partition"]),
+                str(v["member"]),
+                str(v["session"]),
+                str(v["transactionalId"]),
+                str(v["claim"]),
+                int(v["at"]),
+            )
+        return group, ReleaseRecord(
+            group, str(k["topic"]), int(k["partition"]), str(v["claim"]), int(v["at"])
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ControlRecordError(f"{locator}: malformed assignment record ({exc!r})") from None

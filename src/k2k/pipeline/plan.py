@@ -51,10 +51,16 @@ class RecordOptions:
 
 @dataclass(frozen=True, slots=True)
 class RunnerGroup:
-    """The source partitions one Spark task copies during one lease."""
+    """The source partitions one Spark task copies during one lease.
+
+    ``transactional_id`` is set in exactly-once mode; ``claims`` maps each partition to the
+    claim id the planner wrote in the assignment topic (the runner verifies it still holds).
+    """
 
     index: int
     ranges: tuple[PartitionRange, ...]
+    transactional_id: str | None = None
+    claims: tuple[tuple[str, int, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,16 @@ class LeaseSpec:
     flush_timeout_s: float = 60.0
     #: The user's delivery timeout: a commit batch not acknowledged within it fails the lease.
     ack_timeout_s: float = 300.0
+    exactly_once: bool = False
+    #: Assignment member name (written into progress records) and the assignment topic.
+    member: str = ""
+    assignment_topic: str = ""
+    assignment_partitions: int = 1
+    #: Target consumer settings for reading control topics at task start.
+    control_consumer: dict[str, str] = field(default_factory=dict)
+    sync_timeout_s: float = 30.0
+    on_sync_timeout: str = "fail"
+    on_bad_record: str = "fail"
 
 
 @dataclass(slots=True)
@@ -109,3 +125,6 @@ class RunnerSummary:
     bytes: int = 0
     error: str | None = None
     seconds: float = 0.0
+    #: Set when another owner took the partitions over (fenced, or claimed elsewhere): the
+    #: lease's uncommitted work was abandoned; not an error, the planner re-plans.
+    fenced: str | None = None

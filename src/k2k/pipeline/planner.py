@@ -19,6 +19,7 @@ restarted driver simply reads the commit topic again.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import logging
 import re
@@ -28,6 +29,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from confluent_kafka import KafkaException
+
 from k2k.clients.admin import ClusterView, TopicInfo
 from k2k.clients.factory import consumer_settings, delivery_timeout_s, producer_settings
 from k2k.config import (
@@ -36,6 +39,12 @@ from k2k.config import (
     PrefixSuffixTopicName,
     SameTopicName,
     StaticTopicName,
+)
+from k2k.coordination.assignment import (
+    Assignment,
+    StandDown,
+    default_member_name,
+    transactional_id,
 )
 from k2k.coordination.progress import ProgressStore
 from k2k.coordination.topics import ensure_control_topic
@@ -147,9 +156,13 @@ class Planner:
         on_tick: Callable[[PipelineStats], None] | None = None,
         spark: object | None = None,
         after_spark_start: Callable[[], None] | None = None,
+        member: str | None = None,
+        standby: bool = False,
     ) -> None:
         """``spark``: an existing SparkSession to run leases on (kept open at the end);
-        by default the planner starts its own from ``spark.master``/``spark.conf``."""
+        by default the planner starts its own from ``spark.master``/``spark.conf``.
+        ``member``: this process's name in the assignment topic (default host-pid);
+        ``standby``: take partitions only while no other member is alive."""
         self.cfg = cfg
         self.until_caught_up = until_caught_up
         self.on_tick = on_tick
@@ -178,6 +191,10 @@ class Planner:
         self.after_spark_start = after_spark_start
         self.control: LeaseControl | None = None
         self.progress: ProgressStore | None = None
+        self.member = member or default_member_name()
+        self.standby = standby
+        self.assignment: Assignment | None = None
+        self._stood_down = False
 
     # -- public --------------------------------------------------------------------------
 
@@ -196,10 +213,19 @@ class Planner:
                     break
                 self._lease()
             return self.stats
+        except StandDown:
+            self._stood_down = True  # the newer session owns our name: write nothing more
+            raise
         finally:
             self.close()
 
     def close(self) -> None:
+        if self.assignment is not None:
+            if not self._stood_down:
+                with contextlib.suppress(K2KError, KafkaException):
+                    self.assignment.leave({})  # others take over without waiting
+            self.assignment.close()
+            self.assignment = None
         if self.control is not None:
             self.control.close()
             self.control = None
@@ -228,6 +254,40 @@ class Planner:
             replication_factor=creation.replication_factor,
             configs=creation.configs,
         )
+        assign = cfg.coordination.assignment
+        self.assignment_partitions = ensure_control_topic(
+            self.target,
+            assign.topic,
+            "coordination.assignment.topic",
+            auto_create=cfg.features.auto_create_control_topics,
+            validate=cfg.features.validate_control_topic_settings,
+            partitions=creation.partitions,
+            replication_factor=creation.replication_factor,
+            # One clock for liveness: the broker's (see k2k.coordination.assignment).
+            configs={"message.timestamp.type": "LogAppendTime", **creation.configs},
+        )
+        self.assignment = Assignment(
+            producer_conf=producer_settings(
+                cfg.target_client("producer"), False, exactly_once=True
+            ),
+            consumer_conf=cfg.target_client("consumer"),
+            topic=assign.topic,
+            partitions=self.assignment_partitions,
+            group=cfg.commit_group,
+            member=self.member,
+            standby=self.standby,
+            grace_s=assign.grace_window.total_seconds(),
+            fencing_parallelism=assign.fencing_max_parallelism,
+            sync_timeout_s=commit.sync_timeout.total_seconds(),
+            on_bad_record=cfg.error_handling.on_control_message_deserialization_error,
+        )
+        self.assignment.catch_up()
+        log.info(
+            "member %s of commit group %s (%s)",
+            self.member,
+            cfg.commit_group,
+            "standby" if self.standby else "active",
+        )
         self.progress = ProgressStore(
             cfg.target_client("consumer"),
             commit.topic,
@@ -249,10 +309,12 @@ class Planner:
             cfg.source_client("consumer"), group_id=f"k2k.{cfg.name}"
         )
         producer_props = cfg.target_client("producer")
-        self.ack_timeout_s = delivery_timeout_s(producer_props)
         self.target_producer = producer_settings(
-            producer_props, partition_by_key=cfg.replication.sink.partition == "hash"
+            producer_props,
+            partition_by_key=cfg.replication.sink.partition == "hash",
+            exactly_once=cfg.features.exactly_once,
         )
+        self.ack_timeout_s = delivery_timeout_s(self.target_producer)
         if self.spark is None:
             from k2k.pipeline.spark import start_spark
 
@@ -396,12 +458,17 @@ class Planner:
             self._discovered_in_prepare = False  # _prepare just did it for this first pass
         else:
             self._discover()  # a lease boundary is where new topics take effect
-        ranges = self._ranges()
+        assert self.assignment is not None
+        self.assignment.catch_up()
+        members = self.assignment.active_members()
+        everything = [(t, p) for t, info in self.selected.items() for p in range(info.partitions)]
+        mine = set(self.assignment.share(everything, members))
+        ranges = [r for r in self._ranges() if (r.topic, r.partition) in mine]
         if not ranges:
-            if self.until_caught_up:
+            if self.until_caught_up and mine:
                 self._stop.set()  # nothing left to read: deleted topics can never catch up
                 return
-            self._idle_until_discovery()
+            self._idle_until_discovery(members)
             return
         self.stats.latest = self.source.offsets([(r.topic, r.partition) for r in ranges], "latest")
         latest = self.stats.latest
@@ -411,7 +478,9 @@ class Planner:
             return max(0, end - r.start)
 
         slots = cfg.spark.parallelism or self.spark.sparkContext.defaultParallelism
-        groups = plan_groups(ranges, slots, weight)
+        groups = self._claim(plan_groups(ranges, slots, weight))
+        if self._stop.is_set():
+            return
         self.stats.leases += 1
         self.control.new_lease()
         if self._stop.is_set():
@@ -432,12 +501,62 @@ class Planner:
             lease_s=cfg.spark.lease_duration.total_seconds(),
             control=self.control.address,
             ack_timeout_s=self.ack_timeout_s,
+            exactly_once=cfg.features.exactly_once,
+            member=self.member,
+            assignment_topic=cfg.coordination.assignment.topic,
+            assignment_partitions=self.assignment_partitions,
+            control_consumer=cfg.target_client("consumer"),
+            sync_timeout_s=commit.sync_timeout.total_seconds(),
+            on_sync_timeout=cfg.error_handling.on_commit_sync_timeout,
+            on_bad_record=cfg.error_handling.on_control_message_deserialization_error,
         )
         log.debug("lease %d: %d groups over %d partitions", spec.lease_id, len(groups), len(ranges))
-        summaries = self._run_job(spec, groups)
+        summaries = self._run_job(spec, groups, members)
+        self._release(groups, summaries)
         self._fold(summaries)
 
-    def _run_job(self, spec: LeaseSpec, groups: list[RunnerGroup]) -> list[RunnerSummary]:
+    def _claim(self, groups: list[RunnerGroup]) -> list[RunnerGroup]:
+        """Claim every partition of the lease for this member (one transactional id per
+        runner slot in exactly-once mode), waiting for or fencing previous owners."""
+        assert self.assignment is not None
+        eos = self.cfg.features.exactly_once
+        wanted: dict[TP, str] = {}
+        for g in groups:
+            txid = transactional_id(self.cfg.commit_group, self.member, g.index) if eos else ""
+            for r in g.ranges:
+                wanted[(r.topic, r.partition)] = txid
+        claims = self.assignment.acquire(wanted, self._stop.is_set)
+        return [
+            dataclasses.replace(
+                g,
+                transactional_id=wanted[(g.ranges[0].topic, g.ranges[0].partition)] or None,
+                claims=tuple(
+                    (r.topic, r.partition, claims[(r.topic, r.partition)]) for r in g.ranges
+                ),
+            )
+            for g in groups
+        ]
+
+    def _release(self, groups: list[RunnerGroup], summaries: list[RunnerSummary]) -> None:
+        """Release the partitions of every runner that returned (its producer is done),
+        except fenced ones: another member owns those now."""
+        assert self.assignment is not None
+        by_index = {g.index: g for g in groups}
+        done: dict[TP, str] = {}
+        for s in summaries:
+            if s.fenced:
+                log.warning(
+                    "lease %d runner %d stood down: %s", self.stats.leases, s.group, s.fenced
+                )
+                continue
+            for t, p, claim in by_index[s.group].claims:
+                done[(t, p)] = claim
+        if done:
+            self.assignment.release(done)
+
+    def _run_job(
+        self, spec: LeaseSpec, groups: list[RunnerGroup], members: tuple[str, ...]
+    ) -> list[RunnerSummary]:
         sc = self.spark.sparkContext  # type: ignore[union-attr]
         job_group = f"k2k-{self.cfg.name}-lease-{spec.lease_id}"
         outcome: dict[str, object] = {}
@@ -457,8 +576,13 @@ class Planner:
         )
         stop_seen: float | None = None
         cancelled = False
+        handing_over = False
+        claims = {(t, p): c for g in groups for t, p, c in g.claims}
         while thread.is_alive():
             thread.join(_TICK_S)
+            if not handing_over and self._assignment_changed(members, claims):
+                handing_over = True
+                self.control.end_lease()  # type: ignore[union-attr]
             try:
                 self._tick()
             except K2KError as exc:
@@ -532,11 +656,37 @@ class Planner:
                 return True
         return False
 
-    def _idle_until_discovery(self) -> None:
+    def _idle_until_discovery(self, members: tuple[str, ...]) -> None:
         deadline = time.monotonic() + self.cfg.replication.source.discovery_interval.total_seconds()
         while not self._stop.is_set() and time.monotonic() < deadline:
             self._stop.wait(_TICK_S)
             self._tick()
+            if self._assignment_changed(members, {}):
+                return
+
+    def _assignment_changed(self, members: tuple[str, ...], claims: dict[TP, str]) -> bool:
+        """True when the lease should end: the members changed, or a partition of ours was
+        claimed by another member. Raises :class:`StandDown` for a newer session of ours."""
+        assert self.assignment is not None
+        try:
+            self.assignment.tick()
+        except StandDown:
+            self._stood_down = True
+            raise
+        now = self.assignment.active_members()
+        if now != members:
+            log.info(
+                "members of %s now %s (were %s); re-planning",
+                self.cfg.commit_group,
+                ", ".join(now),
+                ", ".join(members),
+            )
+            return True
+        lost = self.assignment.claimed_elsewhere(claims)
+        if lost:
+            log.info("%d partitions claimed by another member; re-planning", len(lost))
+            return True
+        return False
 
     def _tick(self) -> None:
         now = time.monotonic()

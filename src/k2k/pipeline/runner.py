@@ -33,7 +33,9 @@ Invariants (checked by the tests after every restart):
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -42,10 +44,18 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from k2k.clients.factory import build_consumer, build_producer
 from k2k.clients.faults import Outcome, classify, describe, kafka_error_of
-from k2k.coordination.formats import ProgressRecord
-from k2k.errors import K2KError, ReplicationError
+from k2k.coordination.formats import OwnerRecord, ProgressKey, ProgressRecord, decode_assignment
+from k2k.coordination.progress import ProgressStore
+from k2k.coordination.tail import SyncTimeout, TopicTail
+from k2k.errors import ClusterError, ControlRecordError, K2KError, ReplicationError
 from k2k.pipeline.control import StopSignal
-from k2k.pipeline.plan import LeaseSpec, PartitionOutcome, RunnerGroup, RunnerSummary
+from k2k.pipeline.plan import (
+    LeaseSpec,
+    PartitionOutcome,
+    PartitionRange,
+    RunnerGroup,
+    RunnerSummary,
+)
 from k2k.pipeline.stages import murmur2_partition
 
 __all__ = ["Runner", "run_groups"]
@@ -55,6 +65,17 @@ log = logging.getLogger("k2k.runner")
 _MAX_CONSUME_BATCH = 10_000
 _IDLE_WAIT_S = 0.05
 _PARTITION_EOF = KafkaError._PARTITION_EOF
+_FENCED_CODES = frozenset(
+    {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+)
+#: Test-only hook (never set in production): the first attempt of every runner task raises
+#: once it has produced this many records, in the middle of a commit batch, so tests can
+#: prove that a retried Spark task continues exactly after the committed progress.
+FAIL_AFTER_ENV = "K2K_TEST_FAIL_TASK_AFTER_RECORDS"
+
+
+class _Fenced(K2KError):
+    """Another owner took this runner's partitions over; its uncommitted work is void."""
 
 
 def run_groups(spec: LeaseSpec, groups: Iterable[RunnerGroup]) -> Iterator[RunnerSummary]:
@@ -122,6 +143,8 @@ class Runner:
         summary = RunnerSummary(self.group.index)
         try:
             self._copy()
+        except _Fenced as exc:
+            summary.fenced = str(exc)
         except K2KError as exc:
             summary.error = str(exc)
         summary.partitions = list(self.outcomes.values())
@@ -134,27 +157,35 @@ class Runner:
     def _copy(self) -> None:
         spec = self.spec
         opts = spec.options
-        active = [r for r in self.group.ranges if r.end is None or r.start < r.end]
-        for r in self.group.ranges:
-            if r.end is not None and r.start >= r.end:
-                self.outcomes[(r.topic, r.partition)].reached_end = True
-        if not active and not self.unwritten:
-            return
-        bounds = {(r.topic, r.partition): r.end for r in active if r.end is not None}
-        unbounded = len(active) - len(bounds)
-        assigned = [TopicPartition(r.topic, r.partition, r.start) for r in active]
-
-        consumer = build_consumer(spec.source_consumer, on_error=self._on_client_error)
-        producer = build_producer(spec.target_producer, on_error=self._on_client_error)
-        stop = StopSignal(spec.control)
+        eos = spec.exactly_once
+        consumer = producer = stop = None
         try:
+            # Step 0. Ownership: in exactly-once mode initialising the transactional id
+            # fences every earlier producer of it (a failed or duplicate attempt of this
+            # task); the claims are checked after that, then progress is read.
+            producer = self._start_producer()
+            if eos:
+                self._verify_claims()
+            ranges = self._load_progress()
+            active = [r for r in ranges if r.end is None or r.start < r.end]
+            for r in ranges:
+                if r.end is not None and r.start >= r.end:
+                    self.outcomes[(r.topic, r.partition)].reached_end = True
+            if not active and not self.unwritten:
+                return
+            bounds = {(r.topic, r.partition): r.end for r in active if r.end is not None}
+            unbounded = len(active) - len(bounds)
+            assigned = [TopicPartition(r.topic, r.partition, r.start) for r in active]
+            consumer = build_consumer(spec.source_consumer, on_error=self._on_client_error)
+            stop = StopSignal(spec.control)
             if assigned:
                 consumer.assign(assigned)
-            # Step 0 (decided once): per-topic and per-pipeline record handling.
+            # Decided once: per-topic and per-pipeline record handling.
             routes = spec.routes
             keep_headers = opts.keep_headers
             keep_ts = opts.keep_timestamp
             by_key = opts.partition_by_key
+            track = not eos  # exactly-once: the commit itself confirms every record
             ack_each = by_key  # hash: a run spreads over target partitions (see module doc)
             many_topics = len({tp.topic for tp in assigned}) > 1  # else runs differ by partition
             trace = _TraceHeaders(opts, spec.pipeline)
@@ -162,12 +193,16 @@ class Runner:
             produce = producer.produce
             poll = producer.poll
             consume = consumer.consume
-            batch_size = spec.batch_size
+            # A transaction holds up to batchSize records per partition (at-least-once
+            # epochs are pipelined, so smaller ones cost nothing there).
+            batch_size = spec.batch_size * (max(1, len(active)) if eos else 1)
             batch_timeout = spec.batch_timeout_s
             deadline = time.monotonic() + spec.lease_s  # executor clock: no skew with the driver
             monotonic = time.monotonic
             epoch = _Epoch(monotonic())
             pending: deque[_Epoch] = deque()
+            in_txn = False
+            fail_at = _injected_failure_point()
             total_records = 0
             total_bytes = 0
 
@@ -181,6 +216,9 @@ class Runner:
                     # One record ends the wait: consume(n, t) would hold the first record
                     # back until n arrived or t passed, adding latency at low rates.
                     msgs = consume(1, _IDLE_WAIT_S)
+                if msgs and eos and not in_txn:
+                    producer.begin_transaction()
+                    in_txn = True
                 on_ack = epoch.on_delivery
                 produced = acks = 0
                 last = len(msgs) - 1
@@ -203,18 +241,20 @@ class Runner:
                             ts = 0
                     else:
                         ts = 0
-                    # The last record of a partition run carries the run's acknowledgement.
+                    # At-least-once: the last record of a partition run carries the run's
+                    # acknowledgement.
                     cb = None
-                    if ack_each or i == last:
-                        cb = on_ack
-                    else:
-                        nxt = msgs[i + 1]
-                        if (
-                            nxt.partition() != part
-                            or nxt.error() is not None
-                            or (many_topics and nxt.topic() != topic)
-                        ):
+                    if track:
+                        if ack_each or i == last:
                             cb = on_ack
+                        else:
+                            nxt = msgs[i + 1]
+                            if (
+                                nxt.partition() != part
+                                or nxt.error() is not None
+                                or (many_topics and nxt.topic() != topic)
+                            ):
+                                cb = on_ack
                     target_part = -1 if by_key else part
                     try:
                         produce(routes[topic], value, key, target_part, cb, None, ts, headers)
@@ -234,6 +274,10 @@ class Runner:
                 epoch.outstanding += acks
                 epoch.records += produced
                 total_records += produced
+                if fail_at is not None and total_records >= fail_at:
+                    raise RuntimeError(
+                        f"injected task failure after {total_records} records ({FAIL_AFTER_ENV})"
+                    )
 
                 # Range ends (--until-caught-up): stop reading partitions that reached theirs.
                 if bounds:
@@ -246,9 +290,14 @@ class Runner:
                 if epoch.records >= batch_size or (
                     (epoch.records or self.unwritten) and now - epoch.started >= batch_timeout
                 ):
-                    epoch.positions = self._positions(consumer, assigned)
-                    epoch.sealed = now
-                    pending.append(epoch)
+                    positions = self._positions(consumer, assigned)
+                    if eos:
+                        self._commit_transaction(producer, positions, in_txn)
+                        in_txn = False
+                    else:
+                        epoch.positions = positions
+                        epoch.sealed = now
+                        pending.append(epoch)
                     epoch = _Epoch(now)
                 poll(0)
                 self._commit_ready(producer, pending)
@@ -257,22 +306,132 @@ class Runner:
             final = self._positions(consumer, assigned) if assigned else {}
             for key in self.unwritten:
                 final.setdefault(key, self.committed[key])
-            epoch.positions = final
-            pending.append(epoch)
-            self._finish(producer, pending)
+            if eos:
+                self._commit_transaction(producer, final, in_txn)
+            else:
+                epoch.positions = final
+                pending.append(epoch)
+                self._finish(producer, pending)
             self.totals = (total_records, total_bytes)
         except (KafkaException, SystemError) as exc:
-            # A fatal client error (e.g. the gapless guarantee) surfaces from poll/flush.
+            # A fatal client error (e.g. the gapless guarantee, or a fenced transactional
+            # producer) surfaces from poll/flush/produce.
             err = kafka_error_of(exc)
             if err is None:
                 raise
+            if err.code() in _FENCED_CODES:
+                raise self._fenced(err) from None
             raise ReplicationError(
                 f"a Kafka client failed: {describe(err)}; progress stays at the last "
-                "acknowledged commit batch"
+                "committed batch"
             ) from None
         finally:
-            stop.close()
-            consumer.close()
+            if stop is not None:
+                stop.close()
+            if consumer is not None:
+                consumer.close()
+
+    # -- ownership and start offsets -----------------------------------------------------
+
+    def _start_producer(self) -> object:
+        spec = self.spec
+        conf = dict(spec.target_producer)
+        txid = self.group.transactional_id
+        if spec.exactly_once and txid:
+            conf["transactional.id"] = txid
+        producer = build_producer(conf, on_error=self._on_client_error)
+        if "transactional.id" in conf:
+            # Metadata first: init_transactions on a fresh producer otherwise may stall.
+            producer.list_topics(spec.commit_topic, timeout=spec.sync_timeout_s)
+            producer.init_transactions(max(spec.sync_timeout_s, 10.0))
+        return producer
+
+    def _verify_claims(self) -> None:
+        """Stand down unless the newest claim on every partition is still ours."""
+        spec = self.spec
+        mine = {(t, p): claim for t, p, claim in self.group.claims}
+        if not mine:
+            return
+        keys = {OwnerRecord.key_bytes(spec.commit_group, t, p): (t, p) for t, p in mine}
+        parts = {murmur2_partition(k, spec.assignment_partitions) for k in keys}
+        newest: dict[tuple[str, int], OwnerRecord] = {}
+
+        def take(m: object) -> None:
+            tp = keys.get(m.key())  # type: ignore[attr-defined]
+            if tp is None:
+                return
+            locator = f"{m.topic()}[{m.partition()}]@{m.offset()}"  # type: ignore[attr-defined]
+            try:
+                _, rec = decode_assignment(m.key(), m.value(), locator)  # type: ignore[attr-defined]
+            except ControlRecordError as exc:
+                if spec.on_bad_record == "fail":
+                    raise ControlRecordError(
+                        f"{exc} (errorHandling.onControlMessageDeserializationError: fail)"
+                    ) from None
+                return
+            if isinstance(rec, OwnerRecord):
+                newest[tp] = rec
+
+        tail = TopicTail(
+            spec.control_consumer,
+            spec.assignment_topic,
+            parts,
+            group_id=f"k2k.{spec.commit_group}.runner",
+            timeout_s=spec.sync_timeout_s,
+        )
+        try:
+            tail.catch_up(take)
+        except SyncTimeout as exc:
+            raise ClusterError(f"{exc} (coordination.assignment.topic)") from None
+        finally:
+            tail.close()
+        lost = [tp for tp, claim in mine.items() if tp not in newest or newest[tp].claim != claim]
+        if lost:
+            who = newest[lost[0]].member if lost[0] in newest else "nobody"
+            raise _Fenced(
+                f"{_tp_list(lost)} claimed by member {who} since this lease was planned; "
+                "standing down"
+            )
+
+    def _load_progress(self) -> list[PartitionRange]:
+        """The group's ranges, starting at the committed progress read now (after any
+        predecessor was fenced), not at what the planner read earlier."""
+        spec = self.spec
+        ranges = list(self.group.ranges)
+        if not ranges or not spec.control_consumer:
+            return ranges
+        keys = [ProgressKey(spec.commit_group, r.topic, r.partition).encode() for r in ranges]
+        parts = sorted({murmur2_partition(k, spec.commit_partitions) for k in keys})
+        store = ProgressStore(
+            spec.control_consumer,
+            spec.commit_topic,
+            spec.commit_group,
+            sync_timeout_s=spec.sync_timeout_s,
+            on_sync_timeout=spec.on_sync_timeout,  # type: ignore[arg-type]
+            on_bad_record=spec.on_bad_record,  # type: ignore[arg-type]
+            partitions=parts,
+        )
+        try:
+            latest = store.load()
+        finally:
+            store.close()
+        out = []
+        for r in ranges:
+            rec = latest.get((r.topic, r.partition))
+            key = (r.topic, r.partition)
+            if rec is not None:
+                r = PartitionRange(r.topic, r.partition, rec.offset, r.end, True)
+                self.outcomes[key] = PartitionOutcome(r.topic, r.partition, r.start, r.start)
+                self.committed[key] = r.start
+                self.unwritten.discard(key)
+            out.append(r)
+        return out
+
+    def _fenced(self, err: KafkaError) -> _Fenced:
+        return _Fenced(
+            f"transactional id {self.group.transactional_id} was fenced by a newer owner "
+            f"({describe(err)}); the open transaction was aborted, standing down"
+        )
 
     # -- commit --------------------------------------------------------------------------
 
@@ -305,16 +464,27 @@ class Runner:
         if newest is not None:
             self._write_progress(producer, newest)
 
-    def _write_progress(self, producer: object, positions: dict[tuple[str, int], int]) -> None:
+    def _write_progress(
+        self, producer: object, positions: dict[tuple[str, int], int], *, staged: bool = False
+    ) -> list[tuple[tuple[str, int], int]]:
+        """Produce one progress record per partition whose position moved.
+
+        At-least-once the positions count as committed at once (the records below them are
+        acknowledged). ``staged`` (exactly-once) leaves that to :meth:`_mark_committed` after
+        the transaction commits; returns what was written.
+        """
         spec = self.spec
         now_ms = int(time.time() * 1000)
+        written = []
         for key, pos in positions.items():
             before = self.committed[key]
             if pos < before:
                 pos = before  # never move progress backwards (positions lag after a seek)
             if pos == before and key not in self.unwritten:
                 continue
-            record = ProgressRecord(spec.commit_group, key[0], key[1], pos, spec.pipeline, now_ms)
+            record = ProgressRecord(
+                spec.commit_group, key[0], key[1], pos, spec.pipeline, now_ms, spec.member
+            )
             slot = self._progress_keys.get(key)
             if slot is None:
                 k = record.key.encode()
@@ -326,10 +496,53 @@ class Runner:
                 slot[1],
                 self._on_progress_delivery,
             )
+            written.append((key, pos))
+        if not staged:
+            self._mark_committed(written)
+        return written
+
+    def _mark_committed(self, written: list[tuple[tuple[str, int], int]]) -> None:
+        for key, pos in written:
             self.committed[key] = pos
             self.outcomes[key].committed = pos
             self.outcomes[key].progress_written = True
             self.unwritten.discard(key)
+
+    def _commit_transaction(
+        self, producer: object, positions: dict[tuple[str, int], int], in_txn: bool
+    ) -> None:
+        """Exactly-once commit point: the progress records join the open transaction (or a
+        new one when no record was copied), then everything commits together."""
+        if not in_txn:
+            if not any(
+                pos > self.committed[k] or k in self.unwritten for k, pos in positions.items()
+            ):
+                return
+            producer.begin_transaction()  # type: ignore[attr-defined]
+        written = self._write_progress(producer, positions, staged=True)
+        deadline = time.monotonic() + min(self.spec.ack_timeout_s, 300.0)
+        while True:
+            try:
+                producer.commit_transaction(max(0.1, deadline - time.monotonic()))  # type: ignore[attr-defined]
+                break
+            except KafkaException as exc:
+                err = kafka_error_of(exc)
+                if err is None:
+                    raise
+                if err.code() in _FENCED_CODES:
+                    raise self._fenced(err) from None
+                if err.retriable() and time.monotonic() < deadline:
+                    continue
+                if err.txn_requires_abort():
+                    with contextlib.suppress(KafkaException):
+                        producer.abort_transaction(30)  # type: ignore[attr-defined]
+                raise ReplicationError(
+                    f"a transaction on the target failed and was aborted: {describe(err)}"
+                    + self._uncommitted_of(positions)
+                ) from None
+        if self.progress_error:
+            raise ReplicationError(self.progress_error)
+        self._mark_committed(written)
 
     def _finish(self, producer: object, pending: deque[_Epoch]) -> None:
         """Lease end: 1 flush data, 2 write remaining progress, 3 flush progress."""
@@ -403,6 +616,8 @@ class Runner:
 
     def _on_client_error(self, err: KafkaError) -> None:
         """librdkafka's global error callback: transient ones are logged, fatal ones fail."""
+        if err.code() in _FENCED_CODES:
+            return  # the failing call raises it too, and it means "stand down"
         if classify(err) is Outcome.FAIL and err.fatal():
             self.progress_error = f"fatal client error: {describe(err)}"
         elif len(self.client_errors) < 20:
@@ -430,14 +645,32 @@ class Runner:
                 raise _record_error(m, exc) from None
 
     def _uncommitted_ranges(self, ep: _Epoch) -> str:
-        if not ep.positions:
-            return ""
+        return self._uncommitted_of(ep.positions or {})
+
+    def _uncommitted_of(self, positions: dict[tuple[str, int], int]) -> str:
         parts = [
             f"{t}[{p}]@{self.committed[(t, p)]}..{pos - 1}"
-            for (t, p), pos in sorted(ep.positions.items())
+            for (t, p), pos in sorted(positions.items())
             if pos > self.committed[(t, p)]
         ]
         return f" (uncommitted source ranges: {', '.join(parts)})" if parts else ""
+
+
+def _tp_list(tps: list[tuple[str, int]]) -> str:
+    return ", ".join(f"{t}[{p}]" for t, p in sorted(tps))
+
+
+def _injected_failure_point() -> int | None:
+    """The test-only failure hook (``FAIL_AFTER_ENV``), for the first attempt of a task."""
+    raw = os.environ.get(FAIL_AFTER_ENV)
+    if not raw:
+        return None
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None or ctx.attemptNumber() > 0:
+        return None
+    return int(raw)
 
 
 def _record_error(m: object, exc: KafkaException) -> ReplicationError:

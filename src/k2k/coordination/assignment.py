@@ -1,0 +1,358 @@
+"""Exclusive assignment: which k2k instance writes which source partitions.
+
+Runs on: driver. Every ``k2k start`` of a pipeline is a *member* of its commit group in the
+assignment topic on the target. The protocol, in the order a planner meets it:
+
+1. **Heartbeat.** A member writes a member record every ``heartbeat_s``. A member is alive
+   while its newest heartbeat is at most ``graceWindow`` older than our own newest one (both
+   timestamps come from the same place, the record timestamps of the topic, which k2k
+   creates with ``LogAppendTime``: one clock, the broker's).
+2. **Share.** The alive members, sorted by name, split the sorted source partitions round
+   robin. Standby members (``--standby``) get work only while no other member is alive.
+   Every member computes the same split from the same records.
+3. **Claim.** For each partition of its share the planner writes an owner record (member,
+   transactional id of the runner that will write it, claim id) *before* anything else.
+4. **Wait or fence.** If the previous claim on a partition has not been released, the
+   planner waits up to ``graceWindow`` for the release (a live owner releases at the end of
+   its lease, which it ends as soon as it sees the new member), then fences the previous
+   owner: ``init_transactions`` on its transactional id aborts its open transaction and
+   rejects all its future writes. Owners that are dead, or earlier runners of this very
+   member, are fenced at once. At most ``fencingMaxParallelism`` fencings run together.
+5. **Verify.** Each runner, after initialising its own transactional id (which fences any
+   earlier attempt of the same task), reads the owner records of its partitions and stands
+   down from any whose newest claim is not its own; only then does it read progress.
+
+Why this is exclusive: a claim is visible before its fence, and a runner verifies its claim
+after its own fence-proof initialisation. Of two runners racing for a partition, either the
+later claimant's fence kills the earlier writer, or the earlier one's verification sees the
+later claim and never writes.
+
+At-least-once pipelines use the same records without transactional ids: the split and the
+releases work the same, and after ``graceWindow`` a new owner simply starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Literal
+
+from confluent_kafka import KafkaException, Producer
+
+from k2k.clients.faults import describe, kafka_error_of
+from k2k.coordination.formats import (
+    MemberRecord,
+    OwnerRecord,
+    ReleaseRecord,
+    decode_assignment,
+)
+from k2k.coordination.tail import SyncTimeout, TopicTail
+from k2k.errors import ClusterError, ControlRecordError, K2KError
+from k2k.pipeline.stages import murmur2_partition
+
+__all__ = ["Assignment", "StandDown", "default_member_name", "transactional_id"]
+
+log = logging.getLogger("k2k.assignment")
+
+TP = tuple[str, int]
+Policy = Literal["fail", "ignore"]
+
+
+class StandDown(K2KError):
+    """This process must stop: a newer session of the same member name took over."""
+
+
+def default_member_name() -> str:
+    """Unique per process, so two instances started side by side never share a name."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def transactional_id(group: str, member: str, slot: int) -> str:
+    """The transactional id of runner slot ``slot`` of ``member`` in commit group ``group``.
+
+    >>> transactional_id("orders-dr", "host-a", 3)
+    'k2k-orders-dr-host-a-3'
+
+    Every id of a pipeline starts with ``k2k-<commit group>-``: grant Write on that
+    TransactionalId prefix (and IdempotentWrite on the cluster).
+    """
+    return f"k2k-{group}-{member}-{slot}"
+
+
+class Assignment:
+    """Runs on: driver. This member's view of the assignment topic, and its writes to it."""
+
+    def __init__(
+        self,
+        *,
+        producer_conf: Mapping[str, str],
+        consumer_conf: Mapping[str, str],
+        topic: str,
+        partitions: int,
+        group: str,
+        member: str,
+        standby: bool,
+        grace_s: float,
+        fencing_parallelism: int,
+        sync_timeout_s: float,
+        on_bad_record: Policy,
+    ) -> None:
+        self.topic = topic
+        self.partitions = partitions
+        self.group = group
+        self.member = member
+        self.standby = standby
+        self.grace_ms = int(grace_s * 1000)
+        self.grace_s = grace_s
+        self.heartbeat_s = max(0.2, min(2.0, grace_s / 5))
+        self.fencing_parallelism = fencing_parallelism
+        self.on_bad_record = on_bad_record
+        # Sessions sort by start time: the newest session of a member name wins.
+        self.session = f"{int(time.time() * 1000):013d}-{uuid.uuid4().hex[:8]}"
+        self.host = socket.gethostname()
+        self._producer_conf = dict(producer_conf)
+        self._producer = Producer(
+            {**producer_conf, "acks": "all", "enable.idempotence": "true", "linger.ms": "0"}
+        )
+        self._tail = TopicTail(
+            consumer_conf,
+            topic,
+            range(partitions),
+            group_id=f"k2k.{group}.assignment-reader",
+            timeout_s=sync_timeout_s,
+        )
+        self.members: dict[str, tuple[MemberRecord, int]] = {}  # newest record, its timestamp
+        self.owners: dict[TP, OwnerRecord] = {}
+        self.releases: dict[TP, str] = {}
+        self.now_ms = 0  # timestamp of our own newest heartbeat: "now" on the topic's clock
+        self.write_error: str | None = None
+        self._next_heartbeat = 0.0
+        self._claims = 0
+        self._lock = threading.Lock()
+
+    # -- reading -------------------------------------------------------------------------
+
+    def catch_up(self) -> None:
+        """Heartbeat, then read everything up to now (our heartbeat included)."""
+        self.heartbeat(force=True)
+        self._producer.flush(self._tail.timeout_s)
+        try:
+            self._tail.catch_up(self._apply)
+        except SyncTimeout as exc:
+            raise ClusterError(f"{exc} (coordination.assignment.topic)") from None
+        self._check_session()
+
+    def tick(self) -> None:
+        """Heartbeat when due and read what arrived (non-blocking)."""
+        self.heartbeat()
+        self._tail.poll(self._apply)
+        self._check_session()
+
+    def alive(self) -> dict[str, MemberRecord]:
+        """Members whose newest heartbeat is within ``graceWindow`` of ours."""
+        out = {}
+        for name, (rec, ts) in self.members.items():
+            if rec.state == "alive" and (name == self.member or ts >= self.now_ms - self.grace_ms):
+                out[name] = rec
+        return out
+
+    def active_members(self) -> tuple[str, ...]:
+        """The members that share the work now: the alive non-standby ones, else standbys."""
+        alive = self.alive()
+        working = sorted(m for m, r in alive.items() if not r.standby)
+        return tuple(working or sorted(alive))
+
+    def share(self, partitions: list[TP], members: tuple[str, ...]) -> list[TP]:
+        """This member's partitions: the sorted partitions dealt round robin to ``members``.
+
+        >>> a = Assignment.__new__(Assignment); a.member = "b"
+        >>> a.share([("t", 0), ("t", 1), ("t", 2)], ("a", "b"))
+        [('t', 1)]
+        """
+        if self.member not in members:
+            return []
+        i, n = members.index(self.member), len(members)
+        return [tp for k, tp in enumerate(sorted(partitions)) if k % n == i]
+
+    def claimed_elsewhere(self, claims: Mapping[TP, str]) -> list[TP]:
+        """Partitions among ``claims`` whose newest claim is no longer ours."""
+        return [
+            tp
+            for tp, claim in claims.items()
+            if tp not in self.owners or self.owners[tp].claim != claim
+        ]
+
+    # -- writing -------------------------------------------------------------------------
+
+    def heartbeat(self, *, force: bool = False, state: str = "alive") -> None:
+        now = time.monotonic()
+        if not force and now < self._next_heartbeat:
+            return
+        self._next_heartbeat = now + self.heartbeat_s
+        rec = MemberRecord(
+            self.group,
+            self.member,
+            self.session,
+            state,
+            self.standby,
+            self.host,
+            int(time.time() * 1000),
+        )
+        self._send(*rec.encode())
+
+    def acquire(self, claims: Mapping[TP, str], stopping: Callable[[], bool]) -> dict[TP, str]:
+        """Claim ``claims`` (partition -> transactional id, "" at-least-once) for this
+        member, wait for or fence their previous owners; returns partition -> claim id.
+
+        Returns early (claims written, nothing fenced) when ``stopping()`` becomes true.
+        """
+        previous = {tp: self.owners.get(tp) for tp in claims}
+        ids: dict[TP, str] = {}
+        now_ms = int(time.time() * 1000)
+        for tp, txid in claims.items():
+            self._claims += 1
+            claim = f"{self.session}/{self._claims}"
+            ids[tp] = claim
+            rec = OwnerRecord(
+                self.group, tp[0], tp[1], self.member, self.session, txid, claim, now_ms
+            )
+            self._send(*rec.encode())
+        self._producer.flush(self._tail.timeout_s)
+        self._raise_write_error()
+        waiting = {tp for tp, prev in previous.items() if prev is not None}
+        to_fence: dict[str, list[TP]] = {}
+        deadline = time.monotonic() + self.grace_s
+        while waiting and not stopping():
+            alive = self.alive()
+            for tp in sorted(waiting):
+                prev = previous[tp]
+                assert prev is not None
+                if self.releases.get(tp) == prev.claim:
+                    waiting.discard(tp)
+                elif prev.member == self.member or prev.member not in alive:
+                    # An earlier runner of this member (a runner re-initialising the same id
+                    # fences it itself), or a dead member: no reason to wait.
+                    waiting.discard(tp)
+                    if prev.transactional_id != claims[tp]:
+                        to_fence.setdefault(prev.transactional_id, []).append(tp)
+            if not waiting:
+                break
+            if time.monotonic() >= deadline:
+                for tp in sorted(waiting):
+                    prev = previous[tp]
+                    assert prev is not None
+                    log.warning(
+                        "%s[%d]: member %s did not release it within graceWindow (%g s); "
+                        "fencing it",
+                        tp[0],
+                        tp[1],
+                        prev.member,
+                        self.grace_s,
+                    )
+                    to_fence.setdefault(prev.transactional_id, []).append(tp)
+                break
+            time.sleep(0.05)
+            self.tick()
+        if not stopping():
+            self._fence({t: tps for t, tps in to_fence.items() if t})
+        return ids
+
+    def release(self, claims: Mapping[TP, str]) -> None:
+        """Give up ``claims`` (partition -> claim id) after their last commit."""
+        now_ms = int(time.time() * 1000)
+        for tp, claim in claims.items():
+            self._send(*ReleaseRecord(self.group, tp[0], tp[1], claim, now_ms).encode())
+        self._producer.flush(self._tail.timeout_s)
+
+    def leave(self, claims: Mapping[TP, str]) -> None:
+        """Clean stop: release and say so, so other members take over without waiting."""
+        self.release(claims)
+        self.heartbeat(force=True, state="left")
+        self._producer.flush(self._tail.timeout_s)
+
+    def close(self) -> None:
+        self._tail.close()
+        self._producer.flush(1)
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _fence(self, to_fence: dict[str, list[TP]]) -> None:
+        """Initialise each previous owner's transactional id: its open transaction is
+        aborted and every later write of that producer is rejected."""
+        if not to_fence:
+            return
+
+        def fence(txid: str) -> None:
+            started = time.monotonic()
+            p = Producer({**self._producer_conf, "transactional.id": txid})
+            try:
+                p.init_transactions(max(30.0, self._tail.timeout_s))
+            except KafkaException as exc:
+                err = kafka_error_of(exc)
+                raise ClusterError(
+                    f"could not fence transactional id {txid!r}: {describe(err) if err else exc}"
+                ) from None
+            finally:
+                p.flush(0)
+            tps = ", ".join(f"{t}[{p_}]" for t, p_ in to_fence[txid])
+            log.info(
+                "fenced %s (previous owner of %s) in %.2f s", txid, tps, time.monotonic() - started
+            )
+
+        with ThreadPoolExecutor(self.fencing_parallelism, "k2k-fence") as pool:
+            for future in [pool.submit(fence, t) for t in sorted(to_fence)]:
+                future.result()
+
+    def _send(self, key: bytes, value: bytes) -> None:
+        part = murmur2_partition(key, self.partitions)
+        self._producer.produce(self.topic, value, key, part, on_delivery=self._on_delivery)
+        self._producer.poll(0)
+
+    def _on_delivery(self, err: object, _msg: object) -> None:
+        if err is not None and self.write_error is None:
+            self.write_error = f"could not write to {self.topic}: {describe(err)}"  # type: ignore[arg-type]
+
+    def _raise_write_error(self) -> None:
+        if self.write_error:
+            raise ClusterError(self.write_error)
+
+    def _apply(self, m: object) -> None:
+        locator = f"{m.topic()}[{m.partition()}]@{m.offset()}"  # type: ignore[attr-defined]
+        try:
+            group, rec = decode_assignment(m.key(), m.value(), locator)  # type: ignore[attr-defined]
+        except ControlRecordError as exc:
+            if self.on_bad_record == "fail":
+                raise ControlRecordError(
+                    f"{exc} (errorHandling.onControlMessageDeserializationError: fail)"
+                ) from None
+            log.warning(
+                "skipping unreadable control record (errorHandling."
+                "onControlMessageDeserializationError: ignore): %s",
+                exc,
+            )
+            return
+        if group != self.group or rec is None:
+            return
+        ts = m.timestamp()[1]  # type: ignore[attr-defined]
+        if isinstance(rec, MemberRecord):
+            self.members[rec.member] = (rec, ts)
+            if rec.member == self.member and rec.session == self.session:
+                self.now_ms = max(self.now_ms, ts)
+        elif isinstance(rec, OwnerRecord):
+            self.owners[(rec.topic, rec.partition)] = rec
+        else:
+            self.releases[(rec.topic, rec.partition)] = rec.claim
+
+    def _check_session(self) -> None:
+        mine = self.members.get(self.member)
+        if mine is not None and mine[0].session > self.session:
+            raise StandDown(
+                f"another k2k process started as member {self.member!r} (session "
+                f"{mine[0].session} on {mine[0].host}); this one stands down"
+            )

@@ -1,0 +1,115 @@
+"""Reading a compacted control topic: everything up to "now", then what comes next.
+
+Both the driver (progress display, assignment view) and the runners (progress and claims
+at task start) need the same thing from a control topic: every committed record of some
+partitions up to the end offsets measured *after* the caller's last write or fence, then
+new records as they arrive. Under ``read_committed`` a partition's readable end is its last
+stable offset, which an open transaction of another runner holds back; reading to the high
+watermark measured now waits for those transactions to end, so nothing committed before
+the call is missed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+
+from k2k.clients.faults import cluster_error, describe
+from k2k.errors import ClusterError
+
+__all__ = ["SyncTimeout", "TopicTail"]
+
+Handler = Callable[[object], None]
+
+
+class SyncTimeout(ClusterError):
+    """The topic could not be read to its end within the allowed time."""
+
+    def __init__(self, message: str, partitions: list[int]) -> None:
+        super().__init__(message)
+        self.partitions = partitions
+
+
+class TopicTail:
+    """A ``read_committed`` reader of some partitions of one topic, from the beginning."""
+
+    def __init__(
+        self,
+        consumer_conf: Mapping[str, str],
+        topic: str,
+        partitions: Iterable[int] | None,
+        *,
+        group_id: str,
+        timeout_s: float,
+    ) -> None:
+        self.topic = topic
+        self.timeout_s = timeout_s
+        self.bootstrap = consumer_conf.get("bootstrap.servers", "?")
+        conf = {
+            **consumer_conf,
+            "group.id": group_id,
+            "enable.auto.commit": "false",
+            "enable.partition.eof": "true",
+            "isolation.level": "read_committed",
+            "fetch.wait.max.ms": "50",
+        }
+        self._consumer = Consumer(conf)
+        try:
+            if partitions is None:
+                md = self._consumer.list_topics(topic, timeout=timeout_s)
+                partitions = md.topics[topic].partitions
+        except KafkaException as exc:
+            self._consumer.close()
+            raise cluster_error(exc, "target", self.bootstrap, f"reading {topic}") from None
+        self.partitions = sorted(set(partitions))
+        self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in self.partitions])
+        self._next: dict[int, int] = dict.fromkeys(self.partitions, 0)
+
+    def catch_up(self, handle: Handler, timeout_s: float | None = None) -> None:
+        """Pass every record up to the end offsets measured now to ``handle``, in log order
+        per partition; raises :class:`SyncTimeout` naming the partitions not read in time."""
+        timeout = self.timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout
+        try:
+            ends = {
+                p: self._consumer.get_watermark_offsets(
+                    TopicPartition(self.topic, p), timeout=timeout, cached=False
+                )[1]
+                for p in self.partitions
+            }
+        except KafkaException as exc:
+            raise cluster_error(exc, "target", self.bootstrap, f"reading {self.topic}") from None
+        remaining = {p for p in self.partitions if self._next[p] < ends[p]}
+        while remaining:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise SyncTimeout(
+                    f"could not read {self.topic} partitions {sorted(remaining)} on the target "
+                    f"at {self.bootstrap} to their end within {timeout:g} s",
+                    sorted(remaining),
+                )
+            for m in self._consumer.consume(10_000, min(left, 0.1)):
+                self._take(m, handle)
+            remaining = {p for p in remaining if self._next[p] < ends[p]}
+
+    def poll(self, handle: Handler) -> None:
+        """Pass the records that arrived since the last call (non-blocking)."""
+        for m in self._consumer.consume(10_000, 0):
+            self._take(m, handle)
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def _take(self, m: object, handle: Handler) -> None:
+        err = m.error()  # type: ignore[attr-defined]
+        part = m.partition()  # type: ignore[attr-defined]
+        if err is not None:
+            if err.code() == KafkaError._PARTITION_EOF:
+                # Under read_committed the end may lie past markers and aborted records.
+                self._next[part] = max(self._next[part], m.offset())  # type: ignore[attr-defined]
+                return
+            raise ClusterError(f"reading {self.topic} on the target: {describe(err)}")
+        self._next[part] = m.offset() + 1  # type: ignore[attr-defined]
+        handle(m)
