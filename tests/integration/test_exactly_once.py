@@ -33,7 +33,7 @@ def eos_pipeline(clusters, name: str, topics, **sections):
         features={"exactlyOnce": "enabled"},
         coordination={
             "commit": {"topic": f"__k2k_progress-{name}", "batchTimeout": "200 milliseconds"},
-            "assignment": {"topic": f"__k2k_assignment-{name}", "graceWindow": "3 seconds"},
+            "assignment": {"topic": f"__k2k_assignment-{name}", "graceWindow": "5 seconds"},
         },
     )
     from k2k.config.loader import deep_merge

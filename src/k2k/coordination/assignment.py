@@ -132,16 +132,20 @@ class Assignment:
         self.releases: dict[TP, str] = {}
         self.now_ms = 0  # timestamp of our own newest heartbeat: "now" on the topic's clock
         self.write_error: str | None = None
-        self._next_heartbeat = 0.0
         self._claims = 0
-        self._lock = threading.Lock()
+        self._beating = threading.Event()
+        self._beats: threading.Thread | None = None
 
     # -- reading -------------------------------------------------------------------------
 
     def catch_up(self) -> None:
         """Heartbeat, then read everything up to now (our heartbeat included)."""
-        self.heartbeat(force=True)
+        self.heartbeat()
         self._producer.flush(self._tail.timeout_s)
+        if self._beats is None:
+            self._beating.set()
+            self._beats = threading.Thread(target=self._beat, name="k2k-heartbeat", daemon=True)
+            self._beats.start()
         try:
             self._tail.catch_up(self._apply)
         except SyncTimeout as exc:
@@ -149,8 +153,8 @@ class Assignment:
         self._check_session()
 
     def tick(self) -> None:
-        """Heartbeat when due and read what arrived (non-blocking)."""
-        self.heartbeat()
+        """Read what arrived (non-blocking)."""
+        self._producer.poll(0)
         self._tail.poll(self._apply)
         self._check_session()
 
@@ -190,11 +194,7 @@ class Assignment:
 
     # -- writing -------------------------------------------------------------------------
 
-    def heartbeat(self, *, force: bool = False, state: str = "alive") -> None:
-        now = time.monotonic()
-        if not force and now < self._next_heartbeat:
-            return
-        self._next_heartbeat = now + self.heartbeat_s
+    def heartbeat(self, *, state: str = "alive") -> None:
         rec = MemberRecord(
             self.group,
             self.member,
@@ -272,13 +272,28 @@ class Assignment:
 
     def leave(self, claims: Mapping[TP, str]) -> None:
         """Clean stop: release and say so, so other members take over without waiting."""
+        self._stop_beating()
         self.release(claims)
-        self.heartbeat(force=True, state="left")
+        self.heartbeat(state="left")
         self._producer.flush(self._tail.timeout_s)
 
     def close(self) -> None:
+        self._stop_beating()
         self._tail.close()
         self._producer.flush(1)
+
+    def _beat(self) -> None:
+        """Heartbeats from their own thread: a planner busy planning, fencing or waiting on
+        Spark must not look dead. Only a frozen or dead process stops them."""
+        while self._beating.is_set():
+            time.sleep(self.heartbeat_s)
+            if self._beating.is_set():
+                self.heartbeat()
+
+    def _stop_beating(self) -> None:
+        self._beating.clear()
+        if self._beats is not None:
+            self._beats.join(self.heartbeat_s + 1)
 
     # -- internals -----------------------------------------------------------------------
 
@@ -352,6 +367,7 @@ class Assignment:
     def _check_session(self) -> None:
         mine = self.members.get(self.member)
         if mine is not None and mine[0].session > self.session:
+            self._stop_beating()
             raise StandDown(
                 f"another k2k process started as member {self.member!r} (session "
                 f"{mine[0].session} on {mine[0].host}); this one stands down"

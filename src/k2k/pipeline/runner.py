@@ -134,6 +134,7 @@ class Runner:
         self.eof: dict[tuple[str, int], int] = {}
         self.client_errors: list[str] = []
         self.progress_error: str | None = None
+        self.fenced_by: KafkaError | None = None
         self.totals = (0, 0)  # records and key+value bytes produced during the lease
         self._progress_keys: dict[tuple[str, int], tuple[bytes, int]] = {}
 
@@ -263,7 +264,7 @@ class Runner:
                             producer, routes[topic], m, target_part, cb, ts, headers
                         )
                     except KafkaException as exc:
-                        raise _record_error(m, exc) from None
+                        raise self._produce_failed(producer, m, exc) from None
                     produced += 1
                     if cb is not None:
                         acks += 1
@@ -319,8 +320,8 @@ class Runner:
             err = kafka_error_of(exc)
             if err is None:
                 raise
-            if err.code() in _FENCED_CODES:
-                raise self._fenced(err) from None
+            if err.code() in _FENCED_CODES or self.fenced_by is not None:
+                raise self._fenced(self.fenced_by or err) from None
             raise ReplicationError(
                 f"a Kafka client failed: {describe(err)}; progress stays at the last "
                 "committed batch"
@@ -529,8 +530,8 @@ class Runner:
                 err = kafka_error_of(exc)
                 if err is None:
                     raise
-                if err.code() in _FENCED_CODES:
-                    raise self._fenced(err) from None
+                if err.code() in _FENCED_CODES or self.fenced_by is not None:
+                    raise self._fenced(self.fenced_by or err) from None
                 if err.retriable() and time.monotonic() < deadline:
                     continue
                 if err.txn_requires_abort():
@@ -617,14 +618,15 @@ class Runner:
     def _on_client_error(self, err: KafkaError) -> None:
         """librdkafka's global error callback: transient ones are logged, fatal ones fail."""
         if err.code() in _FENCED_CODES:
-            return  # the failing call raises it too, and it means "stand down"
+            self.fenced_by = err  # the failing call raises too (maybe only as _FATAL)
+            return
         if classify(err) is Outcome.FAIL and err.fatal():
             self.progress_error = f"fatal client error: {describe(err)}"
         elif len(self.client_errors) < 20:
             self.client_errors.append(describe(err))
 
-    @staticmethod
     def _produce_when_room(
+        self,
         producer: object,
         topic: str,
         m: object,
@@ -642,7 +644,15 @@ class Runner:
             except BufferError:
                 continue
             except KafkaException as exc:
-                raise _record_error(m, exc) from None
+                raise self._produce_failed(producer, m, exc) from None
+
+    def _produce_failed(self, producer: object, m: object, exc: KafkaException) -> K2KError:
+        """A produce call failed: fenced (the producer's fatal error, reported through the
+        error callback), or a record the target cannot take."""
+        producer.poll(0)  # type: ignore[attr-defined]  # serves the error callback
+        if self.fenced_by is not None:
+            return self._fenced(self.fenced_by)
+        return _record_error(m, exc)
 
     def _uncommitted_ranges(self, ep: _Epoch) -> str:
         return self._uncommitted_of(ep.positions or {})

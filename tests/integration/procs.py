@@ -1,0 +1,64 @@
+"""Running ``k2k start`` as real processes for the crash, takeover and zombie tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import psutil
+
+from tests.integration.conftest import K2K
+
+
+class K2KProcess:
+    """One ``k2k start`` in its own session (driver, Spark JVM and Python workers), its
+    output in a file (a pipe nobody reads would block a long run)."""
+
+    def __init__(self, path: Path, log: Path, *args: str, env: dict[str, str] | None = None):
+        self.log = log
+        self._out = log.open("wb")
+        self.proc = subprocess.Popen(
+            [*K2K, "start", "-v", "-f", str(path), *args],
+            start_new_session=True,
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+        )
+
+    def tree(self) -> list[psutil.Process]:
+        """The driver and every descendant (JVM, Python workers)."""
+        try:
+            root = psutil.Process(self.proc.pid)
+            return [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    def signal_tree(self, sig: int) -> None:
+        for p in self.tree():
+            try:
+                p.send_signal(sig)
+            except psutil.NoSuchProcess:
+                pass
+
+    def kill(self) -> None:
+        """SIGKILL to the whole process group at once, like a machine dying."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(60)
+        self._out.close()
+
+    def stop(self, timeout: float = 90) -> int:
+        """SIGTERM (clean stop); returns the exit code."""
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout)
+        finally:
+            self._out.close()
+        return code
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
