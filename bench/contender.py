@@ -79,6 +79,8 @@ class Contender:
     exact: ClassVar[bool] = True
     #: False for a contender that cannot serve a steady-state latency run.
     steady_capable: ClassVar[bool] = True
+    #: False for a variant measured only in steady state (e.g. a shorter commit interval).
+    backlog_capable: ClassVar[bool] = True
     #: False if the target records get new timestamps (compared without them).
     keeps_timestamps: bool = True
 

@@ -40,7 +40,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from bench.ceiling import BareLoop, ProducerPerfTool
 from bench.contender import Contender, Ctx, create_topic
-from bench.k2k_bench import K2KAtLeastOnce
+from bench.k2k_bench import K2KAtLeastOnce, K2KExactlyOnce, K2KExactlyOnceFastCommit
 from bench.latency import WARMUP, PacedWriter
 from bench.mm2 import MirrorMaker2AtLeastOnce, MirrorMaker2ExactlyOnce
 from bench.spark_sss import SparkStructuredStreaming
@@ -49,9 +49,11 @@ from k2k.local import free_port, start_pair
 ROOT = Path(__file__).resolve().parents[1]
 PARTITIONS = 8
 
-#: Every contender, in the order they run. k2k exactly-once joins with one line here.
+#: Every contender, in the order they run.
 CONTENDERS: list[type[Contender]] = [
     K2KAtLeastOnce,
+    K2KExactlyOnce,
+    K2KExactlyOnceFastCommit,
     MirrorMaker2AtLeastOnce,
     MirrorMaker2ExactlyOnce,
     SparkStructuredStreaming,
@@ -535,10 +537,14 @@ def ratios(results: list[Result]) -> list[str]:
         k, b = rate(K2KAtLeastOnce.name, w), rate(BareLoop.name, w)
         if k and b:
             out.append(f"k2k at-least-once vs bare librdkafka loop, {w}: {k / b:.0%}")
+    for w in sorted({r.workload for r in results if r.workload.startswith("W1")}):
+        k, e = rate(K2KAtLeastOnce.name, w), rate(K2KExactlyOnce.name, w)
+        if k and e:
+            out.append(f"k2k exactly-once vs at-least-once, {w}: {e / k:.0%}")
     k_alo, m_alo = rate(K2KAtLeastOnce.name), rate(MirrorMaker2AtLeastOnce.name)
     if k_alo and m_alo:
         line = f"ratio vs MirrorMaker 2: at-least-once {k_alo / m_alo:.2f}"
-        k_eos, m_eos = rate("k2k exactly-once"), rate(MirrorMaker2ExactlyOnce.name)
+        k_eos, m_eos = rate(K2KExactlyOnce.name), rate(MirrorMaker2ExactlyOnce.name)
         if k_eos and m_eos:
             line += f", exactly-once {k_eos / m_eos:.2f}"
         out.append(line)
@@ -612,6 +618,8 @@ def main() -> None:
         for w in () if args.skip_backlog else plan.backlog:
             ends = preload(env.source, w.topic, w.records, w.value_size)
             for c in chosen:
+                if not c.backlog_capable:
+                    continue
                 r = run_backlog(c, w, env, ends, args.timeout)
                 results.append(r)
                 print(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -24,6 +25,7 @@ def mixed_workload(
     txn_share: float = 0.3,
     chunk: int = 2_000,
     stop: threading.Event | None = None,
+    rate: float | None = None,
 ) -> dict[str, int]:
     """Write ``total`` keyed records with headers over ``partitions``: about ``txn_share`` of
     them inside transactions, one transaction in three aborted; the rest plain idempotent.
@@ -51,6 +53,7 @@ def mixed_workload(
     txn.list_topics(topic, timeout=30)
     txn.init_transactions(30)
     counts = {"plain": 0, "committed": 0, "aborted": 0}
+    started = time.monotonic()
     i = 0
     kinds = 0
     while i < total and not (stop is not None and stop.is_set()):
@@ -87,6 +90,10 @@ def mixed_workload(
             counts["plain"] += n
         producer.poll(0)
         i += n
+        if rate:
+            ahead = started + i / rate - time.monotonic()
+            if ahead > 0:
+                time.sleep(ahead)  # pacing the load generator, not synchronisation
     assert plain.flush(60) == 0
     return counts
 
@@ -104,7 +111,8 @@ def assert_exact(source: str, target: str, topic: str, target_topic: str | None 
         if got != want:
             dup = len(got) - len(set(r[1] for r in got))
             first = next(
-                (k for k, (a, b) in enumerate(zip(want, got)) if a != b), min(len(want), len(got))
+                (k for k, (a, b) in enumerate(zip(want, got, strict=False)) if a != b),
+                min(len(want), len(got)),
             )
             raise AssertionError(
                 f"partition {p}: source {len(want)} records, target {len(got)} "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -37,17 +38,13 @@ class K2KProcess:
 
     def signal_tree(self, sig: int) -> None:
         for p in self.tree():
-            try:
+            with contextlib.suppress(psutil.NoSuchProcess):
                 p.send_signal(sig)
-            except psutil.NoSuchProcess:
-                pass
 
     def kill(self) -> None:
         """SIGKILL to the whole process group at once, like a machine dying."""
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         self.proc.wait(60)
         self._out.close()
 

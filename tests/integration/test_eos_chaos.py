@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from tests.integration.conftest import k2k_cli, write_pipeline
+from k2k.errors import K2KError
+from tests.integration.conftest import committed_progress, k2k_cli, write_pipeline
 from tests.integration.eos_util import (
     assert_exact,
     assert_single_writer,
@@ -48,18 +49,35 @@ def test_sigkill_ten_times_under_transactional_load_is_exact(clusters, tmp_path,
     create_topic(clusters.target, t, PARTITIONS)
     doc = eos_pipeline(clusters, name, [t])
     path = write_pipeline(tmp_path, doc)
+    commit_topic = doc["coordination"]["commit"]["topic"]
     counts: dict[str, int] = {}
+    # 1M records over about three minutes, so every kill lands while records flow.
     writer = threading.Thread(
-        target=lambda: counts.update(mixed_workload(clusters.source, t, 1_000_000, PARTITIONS)),
+        target=lambda: counts.update(
+            mixed_workload(clusters.source, t, 1_000_000, PARTITIONS, rate=5_500)
+        ),
     )
     writer.start()
     rng = random.Random(2026)
     kills = 0
     started = time.monotonic()
+
+    def committed() -> int:
+        try:
+            return sum(committed_progress(clusters.target, commit_topic, name).values())
+        except K2KError:  # the first run has not created the commit topic yet
+            return 0
+
     while kills < 10 or writer.is_alive():
+        before = committed()
         proc = K2KProcess(path, tmp_path / f"run-{kills}.log")
-        # Random moments: during Spark start-up, during planning/claiming, mid-transaction.
-        time.sleep(rng.uniform(2.0, 14.0))  # the chaos schedule itself, not synchronisation
+        # Kill at a random moment once this process commits: mid-transaction, mid-claim,
+        # between leases. Some runs are killed during start-up instead (every third).
+        if kills % 3 != 2:
+            eventually(lambda b=before: committed() > b, expected=True, timeout=120, interval=0.2)
+            time.sleep(rng.uniform(0.0, 4.0))  # the chaos schedule, not synchronisation
+        else:
+            time.sleep(rng.uniform(1.0, 8.0))  # the chaos schedule, not synchronisation
         proc.kill()
         kills += 1
     writer.join()
@@ -67,9 +85,7 @@ def test_sigkill_ten_times_under_transactional_load_is_exact(clusters, tmp_path,
     assert result.returncode == 0, result.stderr[-3000:]
     compared = assert_exact(clusters.source, clusters.target, t)
     assert compared == counts["plain"] + counts["committed"]
-    writers = assert_single_writer(
-        progress_history(clusters.target, doc["coordination"]["commit"]["topic"], name)
-    )
+    writers = assert_single_writer(progress_history(clusters.target, commit_topic, name))
     print(
         f"\nchaos: {kills} SIGKILLs in {time.monotonic() - started:.0f} s; source "
         f"{counts['plain']} plain + {counts['committed']} committed + {counts['aborted']} aborted "

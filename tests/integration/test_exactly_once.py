@@ -7,7 +7,6 @@ import pytest
 
 from k2k.coordination.formats import ReleaseRecord, decode_assignment
 from tests.integration.conftest import (
-    K2K,
     k2k_cli,
     pipeline_dict,
     run_until_caught_up,
@@ -20,7 +19,7 @@ from tests.integration.eos_util import (
     owner_history,
     progress_history,
 )
-from tests.kafkautil import create_topic, produce_transaction, read_all
+from tests.kafkautil import create_topic, produce, produce_transaction, read_all
 
 pytestmark = pytest.mark.integration
 
@@ -64,9 +63,107 @@ def test_exactly_once_copies_committed_source_records_once(clusters, spark, tmp_
     assert set(claims) == {(t, p) for p in range(4)}
     assert all(c[-1].transactional_id.startswith(f"k2k-{name}-") for c in claims.values())
     releases = {}
-    for p, recs in read_all(clusters.target, f"__k2k_assignment-{name}").items():
+    for _p, recs in read_all(clusters.target, f"__k2k_assignment-{name}").items():
         for r in recs:
             g, rec = decode_assignment(r.key, r.value, "x")
             if g == name and isinstance(rec, ReleaseRecord):
                 releases[(rec.topic, rec.partition)] = rec.claim
     assert releases == {tp: c[-1].claim for tp, c in claims.items()}
+
+
+def _seeded(clusters, spark, tmp_path, topic_name, label: str, **sections):
+    """A topic with 3,000 records replicated once exactly-once; returns (topic, name, doc)."""
+    t = topic_name(label)
+    name = topic_name("p" + label)
+    create_topic(clusters.source, t, 2)
+    mixed_workload(clusters.source, t, 3_000, 2, chunk=500)
+    doc = eos_pipeline(clusters, name, [t], **sections)
+    run_until_caught_up(spark, tmp_path, doc)
+    assert_exact(clusters.source, clusters.target, t)
+    return t, name, doc
+
+
+def test_on_commit_sync_timeout_fail_and_ignore(clusters, spark, tmp_path, topic_name):
+    policy = {"coordination": {"commit": {"syncTimeout": "2 seconds"}}}
+    t, _name, doc = _seeded(clusters, spark, tmp_path, topic_name, "synctimeout", **policy)
+    commit_topic = doc["coordination"]["commit"]["topic"]
+    # A transaction left open on the commit topic holds its last stable offset back: progress
+    # behind it cannot be read to the end until it finishes.
+    blocker = produce_transaction(
+        clusters.target,
+        commit_topic,
+        [(p, b"blocker", b"x", [], None) for p in range(3)],
+        outcome="open",
+    )
+    try:
+        mixed_workload(clusters.source, t, 2_000, 2, seed=11, chunk=500)
+        doc["errorHandling"] = {"onCommitSyncTimeout": "fail"}
+        result = k2k_cli("start", "--until-caught-up", "-f", str(write_pipeline(tmp_path, doc)))
+        assert result.returncode == 1
+        lines = result.stderr.strip().splitlines()
+        assert lines[-1].startswith(f"error: could not read progress from {commit_topic}")
+        assert "within 2 s (coordination.commit.syncTimeout)" in lines[-1]
+        assert lines[-1].endswith("errorHandling.onCommitSyncTimeout is 'fail'")
+        assert "Traceback" not in result.stderr
+        # ignore: continue with the progress read so far (everything before the blocker).
+        doc["errorHandling"] = {"onCommitSyncTimeout": "ignore"}
+        run_until_caught_up(spark, tmp_path, doc)
+        assert_exact(clusters.source, clusters.target, t)
+    finally:
+        blocker.abort_transaction(30)
+
+
+def test_on_control_message_deserialization_error_fail_and_ignore(
+    clusters, spark, tmp_path, topic_name
+):
+    t, _name, doc = _seeded(clusters, spark, tmp_path, topic_name, "badrecord")
+    commit_topic = doc["coordination"]["commit"]["topic"]
+    assign_topic = doc["coordination"]["assignment"]["topic"]
+    produce(clusters.target, commit_topic, [(0, b"not json", b"{}", [], None)])
+    produce(clusters.target, assign_topic, [(0, b'{"k":9}', b"{}", [], None)])
+    mixed_workload(clusters.source, t, 2_000, 2, seed=12, chunk=500)
+    doc["errorHandling"] = {"onControlMessageDeserializationError": "fail"}
+    result = k2k_cli("start", "--until-caught-up", "-f", str(write_pipeline(tmp_path, doc)))
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ")
+    assert f"{assign_topic}[0]@" in last or f"{commit_topic}[0]@" in last
+    assert last.endswith("(errorHandling.onControlMessageDeserializationError: fail)")
+    assert "Traceback" not in result.stderr
+    # ignore: both unreadable records are skipped with a warning; replication goes on exactly.
+    doc["errorHandling"] = {"onControlMessageDeserializationError": "ignore"}
+    result = k2k_cli("start", "--until-caught-up", "-f", str(write_pipeline(tmp_path, doc)))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "skipping unreadable control record" in result.stderr
+    assert_exact(clusters.source, clusters.target, t)
+
+
+@pytest.mark.parametrize(
+    ("section", "expected"),
+    [
+        (
+            {"source": {"kafka": {"consumer": {"isolation.level": "read_uncommitted"}}}},
+            "source.kafka.consumer.isolation.level: managed by k2k, got 'read_uncommitted'",
+        ),
+        (
+            {"target": {"kafka": {"producer": {"enable.idempotence": "false"}}}},
+            "target.kafka.producer.enable.idempotence: managed by k2k, got 'false'",
+        ),
+        (
+            {"target": {"kafka": {"producer": {"acks": "1"}}}},
+            "target.kafka.producer.acks: managed by k2k, got '1'",
+        ),
+        (
+            {"target": {"kafka": {"producer": {"transactional.id": "mine"}}}},
+            "target.kafka.producer.transactional.id: managed by k2k, got 'mine'",
+        ),
+    ],
+    ids=["read-uncommitted", "idempotence-off", "acks-1", "manual-transactional-id"],
+)
+def test_settings_that_break_exactly_once_are_refused(clusters, tmp_path, section, expected):
+    doc = eos_pipeline(clusters, "refused", ["t"], **section)
+    result = k2k_cli("start", "-f", str(write_pipeline(tmp_path, doc)))
+    assert result.returncode == 2
+    lines = [ln for ln in result.stderr.splitlines() if ln.startswith("error")]
+    assert len(lines) == 1 and expected in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
