@@ -94,7 +94,7 @@ def test_sigkill_ten_times_under_transactional_load_is_exact(clusters, tmp_path,
     )
 
 
-def test_task_failures_and_speculation_are_exact(clusters, tmp_path, topic_name):
+def test_failed_task_attempts_are_retried_exactly(clusters, tmp_path, topic_name):
     t = topic_name("taskfail")
     name = topic_name("ptaskfail")
     create_topic(clusters.source, t, PARTITIONS)
@@ -132,7 +132,7 @@ def test_task_failures_and_speculation_are_exact(clusters, tmp_path, topic_name)
     print(f"\ntask failures: {failures} failed attempts retried; target {compared} records exact")
 
 
-def _instances(tmp_path, path, *names: str, grace_env=None) -> dict[str, K2KProcess]:
+def _instances(tmp_path, path, *names: str) -> dict[str, K2KProcess]:
     return {n: K2KProcess(path, tmp_path / f"{n}.log", "--instance", n) for n in names}
 
 

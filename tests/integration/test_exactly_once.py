@@ -19,7 +19,8 @@ from tests.integration.eos_util import (
     owner_history,
     progress_history,
 )
-from tests.kafkautil import create_topic, produce, produce_transaction, read_all
+from tests.integration.procs import K2KProcess
+from tests.kafkautil import create_topic, eventually, produce, produce_transaction, read_all
 
 pytestmark = pytest.mark.integration
 
@@ -87,12 +88,12 @@ def test_on_commit_sync_timeout_fail_and_ignore(clusters, spark, tmp_path, topic
     policy = {"coordination": {"commit": {"syncTimeout": "2 seconds"}}}
     t, _name, doc = _seeded(clusters, spark, tmp_path, topic_name, "synctimeout", **policy)
     commit_topic = doc["coordination"]["commit"]["topic"]
-    # A transaction left open on the commit topic holds its last stable offset back: progress
-    # behind it cannot be read to the end until it finishes.
+    # A transaction left open on the commit topic (one partition) holds its last stable
+    # offset back: progress behind it cannot be read to the end until it finishes.
     blocker = produce_transaction(
         clusters.target,
         commit_topic,
-        [(p, b"blocker", b"x", [], None) for p in range(3)],
+        [(0, b"blocker", b"x", [], None)],
         outcome="open",
     )
     try:
@@ -167,3 +168,40 @@ def test_settings_that_break_exactly_once_are_refused(clusters, tmp_path, sectio
     lines = [ln for ln in result.stderr.splitlines() if ln.startswith("error")]
     assert len(lines) == 1 and expected in lines[0], result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_open_source_transaction_stalls_only_its_partition(clusters, tmp_path, topic_name):
+    t = topic_name("opentxn")
+    name = topic_name("popentxn")
+    create_topic(clusters.source, t, 2)
+    produce(clusters.source, t, [(p, b"k", b"before-%d" % p, [], None) for p in (0, 1)])
+    blocker = produce_transaction(
+        clusters.source, t, [(0, b"k", b"in-open-txn", [], None)], outcome="open"
+    )
+    produce(clusters.source, t, [(p, b"k", b"after-%d" % p, [], None) for p in (0, 1)])
+    doc = eos_pipeline(clusters, name, [t])
+    proc = K2KProcess(write_pipeline(tmp_path, doc), tmp_path / "k2k.log")
+    try:
+        # Partition 1 is copied completely; partition 0 stops at its last stable offset.
+        def values() -> dict[int, list[bytes]]:
+            return {p: [r.value for r in recs] for p, recs in read_all(clusters.target, t).items()}
+
+        eventually(
+            values,
+            expected={0: [b"before-0"], 1: [b"before-1", b"after-1"]},
+            timeout=120,
+            interval=0.2,
+            ignore=(AssertionError,),
+        )
+        blocker.commit_transaction(30)
+        eventually(
+            values,
+            expected={0: [b"before-0", b"in-open-txn", b"after-0"], 1: [b"before-1", b"after-1"]},
+            timeout=60,
+            interval=0.2,
+        )
+        assert proc.stop() == 0, proc.output()[-2000:]
+    finally:
+        if proc.proc.poll() is None:
+            proc.kill()
+    assert_exact(clusters.source, clusters.target, t)

@@ -128,8 +128,8 @@ class Assignment:
             timeout_s=sync_timeout_s,
         )
         self.members: dict[str, tuple[MemberRecord, int]] = {}  # newest record, its timestamp
-        self.owners: dict[TP, OwnerRecord] = {}
-        self.releases: dict[TP, str] = {}
+        self.owners: dict[TP, OwnerRecord] = {}  # newest claim per partition
+        self.unsettled: dict[TP, list[OwnerRecord]] = {}  # claims since the last release
         self.now_ms = 0  # timestamp of our own newest heartbeat: "now" on the topic's clock
         self.write_error: str | None = None
         self._claims = 0
@@ -210,9 +210,12 @@ class Assignment:
         """Claim ``claims`` (partition -> transactional id, "" at-least-once) for this
         member, wait for or fence their previous owners; returns partition -> claim id.
 
-        Returns early (claims written, nothing fenced) when ``stopping()`` becomes true.
+        The previous owners of a partition are every claim since its last release: a
+        claimant that died or stopped before fencing its own predecessors leaves them
+        unsettled, so they are waited for (or fenced) again. Returns early (claims written,
+        nothing fenced) when ``stopping()`` becomes true.
         """
-        previous = {tp: self.owners.get(tp) for tp in claims}
+        pending = {(tp, rec.claim): rec for tp in claims for rec in self.unsettled.get(tp, [])}
         ids: dict[TP, str] = {}
         now_ms = int(time.time() * 1000)
         for tp, txid in claims.items():
@@ -225,42 +228,42 @@ class Assignment:
             self._send(*rec.encode())
         self._producer.flush(self._tail.timeout_s)
         self._raise_write_error()
-        waiting = {tp for tp, prev in previous.items() if prev is not None}
         to_fence: dict[str, list[TP]] = {}
+
+        def fence_later(tp: TP, rec: OwnerRecord) -> None:
+            if rec.transactional_id and rec.transactional_id != claims[tp]:
+                to_fence.setdefault(rec.transactional_id, []).append(tp)
+
         deadline = time.monotonic() + self.grace_s
-        while waiting and not stopping():
+        while pending and not stopping():
             alive = self.alive()
-            for tp in sorted(waiting):
-                prev = previous[tp]
-                assert prev is not None
-                if self.releases.get(tp) == prev.claim:
-                    waiting.discard(tp)
-                elif prev.member == self.member or prev.member not in alive:
+            for key, rec in sorted(pending.items()):
+                tp = key[0]
+                if all(r.claim != rec.claim for r in self.unsettled.get(tp, [])):
+                    del pending[key]  # settled by a release
+                elif rec.member == self.member or rec.member not in alive:
                     # An earlier runner of this member (a runner re-initialising the same id
                     # fences it itself), or a dead member: no reason to wait.
-                    waiting.discard(tp)
-                    if prev.transactional_id != claims[tp]:
-                        to_fence.setdefault(prev.transactional_id, []).append(tp)
-            if not waiting:
+                    del pending[key]
+                    fence_later(tp, rec)
+            if not pending:
                 break
             if time.monotonic() >= deadline:
-                for tp in sorted(waiting):
-                    prev = previous[tp]
-                    assert prev is not None
+                for (tp, _), rec in sorted(pending.items()):
                     log.warning(
                         "%s[%d]: member %s did not release it within graceWindow (%g s); "
                         "fencing it",
                         tp[0],
                         tp[1],
-                        prev.member,
+                        rec.member,
                         self.grace_s,
                     )
-                    to_fence.setdefault(prev.transactional_id, []).append(tp)
+                    fence_later(tp, rec)
                 break
             time.sleep(0.05)
             self.tick()
         if not stopping():
-            self._fence({t: tps for t, tps in to_fence.items() if t})
+            self._fence(to_fence)
         return ids
 
     def release(self, claims: Mapping[TP, str]) -> None:
@@ -360,9 +363,17 @@ class Assignment:
             if rec.member == self.member and rec.session == self.session:
                 self.now_ms = max(self.now_ms, ts)
         elif isinstance(rec, OwnerRecord):
-            self.owners[(rec.topic, rec.partition)] = rec
+            tp = (rec.topic, rec.partition)
+            self.owners[tp] = rec
+            self.unsettled.setdefault(tp, []).append(rec)
         else:
-            self.releases[(rec.topic, rec.partition)] = rec.claim
+            # A release ends its claim and every earlier one: its owner waited for or fenced
+            # them before it wrote anything.
+            chain = self.unsettled.get((rec.topic, rec.partition), [])
+            for i, owner in enumerate(chain):
+                if owner.claim == rec.claim:
+                    del chain[: i + 1]
+                    break
 
     def _check_session(self) -> None:
         mine = self.members.get(self.member)

@@ -41,6 +41,7 @@ class ProgressStore:
         on_sync_timeout: Policy,
         on_bad_record: Policy,
         partitions: list[int] | None = None,
+        past_open_transactions: bool = False,
     ) -> None:
         self.topic = topic
         self.group = group
@@ -53,6 +54,7 @@ class ProgressStore:
             partitions,
             group_id=f"k2k.{group}.progress-reader",
             timeout_s=sync_timeout_s,
+            past_open_transactions=past_open_transactions,
         )
         self.latest: dict[tuple[str, int], ProgressRecord] = {}
         self.skipped = 0

@@ -43,7 +43,12 @@ class TopicTail:
         *,
         group_id: str,
         timeout_s: float,
+        past_open_transactions: bool = False,
     ) -> None:
+        """``past_open_transactions``: :meth:`catch_up` reads to the high watermark, waiting
+        for transactions open at the call to end (a runner after fencing its predecessors:
+        their committed records may lie behind another runner's open transaction). Otherwise
+        it reads to the last stable offset, which never waits."""
         self.topic = topic
         self.timeout_s = timeout_s
         self.bootstrap = consumer_conf.get("bootstrap.servers", "?")
@@ -56,6 +61,13 @@ class TopicTail:
             "fetch.wait.max.ms": "50",
         }
         self._consumer = Consumer(conf)
+        # A read_committed client's "latest" offset is the last stable offset; the high
+        # watermark needs a read_uncommitted one (it only queries offsets, never reads).
+        self._ends = (
+            Consumer({**conf, "isolation.level": "read_uncommitted"})
+            if past_open_transactions
+            else self._consumer
+        )
         try:
             if partitions is None:
                 md = self._consumer.list_topics(topic, timeout=timeout_s)
@@ -74,7 +86,7 @@ class TopicTail:
         deadline = time.monotonic() + timeout
         try:
             ends = {
-                p: self._consumer.get_watermark_offsets(
+                p: self._ends.get_watermark_offsets(
                     TopicPartition(self.topic, p), timeout=timeout, cached=False
                 )[1]
                 for p in self.partitions
@@ -101,6 +113,8 @@ class TopicTail:
 
     def close(self) -> None:
         self._consumer.close()
+        if self._ends is not self._consumer:
+            self._ends.close()
 
     def _take(self, m: object, handle: Handler) -> None:
         err = m.error()  # type: ignore[attr-defined]

@@ -264,7 +264,7 @@ class Planner:
             partitions=creation.partitions,
             replication_factor=creation.replication_factor,
             # One clock for liveness: the broker's (see k2k.coordination.assignment).
-            configs={"message.timestamp.type": "LogAppendTime", **creation.configs},
+            configs={**creation.configs, "message.timestamp.type": "LogAppendTime"},
         )
         self.assignment = Assignment(
             producer_conf=producer_settings(
@@ -480,6 +480,8 @@ class Planner:
         slots = cfg.spark.parallelism or self.spark.sparkContext.defaultParallelism
         groups = self._claim(plan_groups(ranges, slots, weight))
         if self._stop.is_set():
+            # Not released: this claim may not have fenced its predecessors yet, so the
+            # next claimant must still deal with them (see Assignment.acquire).
             return
         self.stats.leases += 1
         self.control.new_lease()

@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -314,6 +315,13 @@ class Runner:
                 pending.append(epoch)
                 self._finish(producer, pending)
             self.totals = (total_records, total_bytes)
+        except K2KError:
+            if eos and producer is not None and not isinstance(sys.exc_info()[1], _Fenced):
+                # Abort now rather than hold the target's last stable offset until the
+                # transaction times out (the planner releases this runner's partitions).
+                with contextlib.suppress(KafkaException):
+                    producer.abort_transaction(10)
+            raise
         except (KafkaException, SystemError) as exc:
             # A fatal client error (e.g. the gapless guarantee, or a fenced transactional
             # producer) surfaces from poll/flush/produce.
@@ -411,6 +419,9 @@ class Runner:
             on_sync_timeout=spec.on_sync_timeout,  # type: ignore[arg-type]
             on_bad_record=spec.on_bad_record,  # type: ignore[arg-type]
             partitions=parts,
+            # Predecessors are fenced or done by now; their last progress may sit behind
+            # another runner's open transaction, which ends within one commit batch.
+            past_open_transactions=True,
         )
         try:
             latest = store.load()
@@ -421,7 +432,10 @@ class Runner:
             rec = latest.get((r.topic, r.partition))
             key = (r.topic, r.partition)
             if rec is not None:
-                r = PartitionRange(r.topic, r.partition, rec.offset, r.end, True)
+                # The larger of the two: with onCommitSyncTimeout ignore the read may be
+                # partial, and progress never moves backwards.
+                start = max(rec.offset, r.start) if r.has_progress else rec.offset
+                r = PartitionRange(r.topic, r.partition, start, r.end, True)
                 self.outcomes[key] = PartitionOutcome(r.topic, r.partition, r.start, r.start)
                 self.committed[key] = r.start
                 self.unwritten.discard(key)
@@ -538,8 +552,8 @@ class Runner:
                     with contextlib.suppress(KafkaException):
                         producer.abort_transaction(30)  # type: ignore[attr-defined]
                 raise ReplicationError(
-                    f"a transaction on the target failed and was aborted: {describe(err)}"
-                    + self._uncommitted_of(positions)
+                    f"a transaction on the target failed, nothing of it is committed: "
+                    f"{describe(err)}" + self._uncommitted_of(positions)
                 ) from None
         if self.progress_error:
             raise ReplicationError(self.progress_error)
