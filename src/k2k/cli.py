@@ -85,9 +85,10 @@ def start(
 ) -> None:
     """Run the replication pipeline described by the YAML file(s).
 
-    Stops cleanly on SIGINT/SIGTERM: runners commit what the target has acknowledged and
-    the process exits 0. A second signal exits at once (uncommitted work is replayed on the
-    next start: at-least-once).
+    Stops cleanly on SIGINT/SIGTERM: runners commit what the target has acknowledged,
+    release their partitions, and the process exits 0. A second signal exits at once
+    (uncommitted work is replayed on the next start; with exactly-once it is aborted, so
+    nothing is duplicated). Several processes of one pipeline share its partitions.
     """
     from k2k.config import load_pipeline
     from k2k.observability.display import final_summary, make_display

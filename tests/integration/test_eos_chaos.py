@@ -153,18 +153,24 @@ def _steady(
     return thread
 
 
-def test_two_instances_share_and_take_over(clusters, tmp_path, topic_name):
-    t = topic_name("pair")
-    name = topic_name("ppair")
+def _pair(clusters, tmp_path, topic_name, label: str):
+    """Instances "a" and "b" of one exactly-once pipeline, with a steady mixed load."""
+    t = topic_name(label)
+    name = topic_name("p" + label)
     create_topic(clusters.source, t, PARTITIONS)
     doc = eos_pipeline(clusters, name, [t])
     path = write_pipeline(tmp_path, doc)
-    commit_topic = doc["coordination"]["commit"]["topic"]
-    assign_topic = doc["coordination"]["assignment"]["topic"]
     stop = threading.Event()
-    counts: dict[str, int] = {}
-    writer = _steady(clusters.source, t, stop, counts)
+    writer = _steady(clusters.source, t, stop, {})
     procs = _instances(tmp_path, path, "a", "b")
+    coord = doc["coordination"]
+    return t, name, coord["commit"]["topic"], coord["assignment"]["topic"], stop, writer, procs
+
+
+def test_two_instances_share_and_take_over(clusters, tmp_path, topic_name):
+    t, name, commit_topic, assign_topic, stop, writer, procs = _pair(
+        clusters, tmp_path, topic_name, "pair"
+    )
     try:
         # Both members write: each holds some partitions.
         def owners() -> set[str]:
@@ -218,17 +224,9 @@ def _try_exact(clusters, topic: str) -> bool:
 
 
 def test_frozen_instance_is_fenced_and_stands_down(clusters, tmp_path, topic_name):
-    t = topic_name("zombie")
-    name = topic_name("pzombie")
-    create_topic(clusters.source, t, PARTITIONS)
-    doc = eos_pipeline(clusters, name, [t])
-    path = write_pipeline(tmp_path, doc)
-    commit_topic = doc["coordination"]["commit"]["topic"]
-    assign_topic = doc["coordination"]["assignment"]["topic"]
-    stop = threading.Event()
-    counts: dict[str, int] = {}
-    writer = _steady(clusters.source, t, stop, counts)
-    procs = _instances(tmp_path, path, "a", "b")
+    t, name, commit_topic, assign_topic, stop, writer, procs = _pair(
+        clusters, tmp_path, topic_name, "zombie"
+    )
     try:
 
         def owners() -> set[str]:

@@ -51,6 +51,7 @@ from k2k.coordination.formats import (
     OwnerRecord,
     ReleaseRecord,
     decode_assignment,
+    unreadable,
 )
 from k2k.coordination.tail import SyncTimeout, TopicTail
 from k2k.errors import ClusterError, ControlRecordError, K2KError
@@ -345,15 +346,7 @@ class Assignment:
         try:
             group, rec = decode_assignment(m.key(), m.value(), locator)  # type: ignore[attr-defined]
         except ControlRecordError as exc:
-            if self.on_bad_record == "fail":
-                raise ControlRecordError(
-                    f"{exc} (errorHandling.onControlMessageDeserializationError: fail)"
-                ) from None
-            log.warning(
-                "skipping unreadable control record (errorHandling."
-                "onControlMessageDeserializationError: ignore): %s",
-                exc,
-            )
+            unreadable(exc, self.on_bad_record, log)
             return
         if group != self.group or rec is None:
             return

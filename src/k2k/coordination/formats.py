@@ -20,6 +20,7 @@ True
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -34,6 +35,7 @@ __all__ = [
     "ReleaseRecord",
     "decode_assignment",
     "dumps_canonical",
+    "unreadable",
 ]
 
 
@@ -44,6 +46,20 @@ def dumps_canonical(obj: dict[str, Any]) -> bytes:
     b'{"a":"x","b":1}'
     """
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def unreadable(exc: ControlRecordError, policy: str, log: logging.Logger) -> None:
+    """``errorHandling.onControlMessageDeserializationError`` for one undecodable record:
+    ``fail`` raises naming the policy, ``ignore`` logs and returns (the caller skips it)."""
+    if policy == "fail":
+        raise ControlRecordError(
+            f"{exc} (errorHandling.onControlMessageDeserializationError: fail)"
+        ) from None
+    log.warning(
+        "skipping unreadable control record "
+        "(errorHandling.onControlMessageDeserializationError: ignore): %s",
+        exc,
+    )
 
 
 def _load(raw: bytes | None, what: str, locator: str) -> dict[str, Any]:

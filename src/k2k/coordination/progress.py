@@ -14,7 +14,7 @@ import logging
 from collections.abc import Mapping
 from typing import Literal
 
-from k2k.coordination.formats import ProgressKey, ProgressRecord
+from k2k.coordination.formats import ProgressKey, ProgressRecord, unreadable
 from k2k.coordination.tail import SyncTimeout, TopicTail
 from k2k.errors import ClusterError, ControlRecordError
 
@@ -90,16 +90,8 @@ class ProgressStore:
                 return
             rec = ProgressRecord.decode(m.key(), value, topic, part, off)  # type: ignore[attr-defined]
         except ControlRecordError as exc:
-            if self.on_bad_record == "fail":
-                raise ControlRecordError(
-                    f"{exc} (errorHandling.onControlMessageDeserializationError: fail)"
-                ) from None
             self.skipped += 1
-            log.warning(
-                "skipping unreadable control record (errorHandling."
-                "onControlMessageDeserializationError: ignore): %s",
-                exc,
-            )
+            unreadable(exc, self.on_bad_record, log)
             return
         self.latest[(rec.topic, rec.partition)] = rec
         self._fresh.append(rec)

@@ -45,7 +45,13 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from k2k.clients.factory import build_consumer, build_producer
 from k2k.clients.faults import Outcome, classify, describe, kafka_error_of
-from k2k.coordination.formats import OwnerRecord, ProgressKey, ProgressRecord, decode_assignment
+from k2k.coordination.formats import (
+    OwnerRecord,
+    ProgressKey,
+    ProgressRecord,
+    decode_assignment,
+    unreadable,
+)
 from k2k.coordination.progress import ProgressStore
 from k2k.coordination.tail import SyncTimeout, TopicTail
 from k2k.errors import ClusterError, ControlRecordError, K2KError, ReplicationError
@@ -373,10 +379,7 @@ class Runner:
             try:
                 _, rec = decode_assignment(m.key(), m.value(), locator)  # type: ignore[attr-defined]
             except ControlRecordError as exc:
-                if spec.on_bad_record == "fail":
-                    raise ControlRecordError(
-                        f"{exc} (errorHandling.onControlMessageDeserializationError: fail)"
-                    ) from None
+                unreadable(exc, spec.on_bad_record, log)
                 return
             if isinstance(rec, OwnerRecord):
                 newest[tp] = rec
