@@ -37,6 +37,12 @@ class K2KProcess:
             return []
 
     def signal_tree(self, sig: int) -> None:
+        """``sig`` to the whole process group at once, then to every descendant found (in
+        case one left the group), so a freeze or a resume is never partial."""
+        try:
+            os.killpg(self.proc.pid, sig)
+        except ProcessLookupError:
+            return
         for p in self.tree():
             with contextlib.suppress(psutil.NoSuchProcess):
                 p.send_signal(sig)
