@@ -50,11 +50,10 @@ from k2k.coordination.formats import (
     MemberRecord,
     OwnerRecord,
     ReleaseRecord,
-    decode_assignment,
-    unreadable,
+    read_assignment,
 )
 from k2k.coordination.tail import SyncTimeout, TopicTail
-from k2k.errors import ClusterError, ControlRecordError, K2KError
+from k2k.errors import ClusterError, K2KError
 from k2k.pipeline.stages import murmur2_partition
 
 __all__ = ["Assignment", "StandDown", "default_member_name", "transactional_id"]
@@ -342,12 +341,10 @@ class Assignment:
             raise ClusterError(self.write_error)
 
     def _apply(self, m: object) -> None:
-        locator = f"{m.topic()}[{m.partition()}]@{m.offset()}"  # type: ignore[attr-defined]
-        try:
-            group, rec = decode_assignment(m.key(), m.value(), locator)  # type: ignore[attr-defined]
-        except ControlRecordError as exc:
-            unreadable(exc, self.on_bad_record, log)
+        read = read_assignment(m, self.on_bad_record, log)
+        if read is None:
             return
+        group, rec = read
         if group != self.group or rec is None:
             return
         ts = m.timestamp()[1]  # type: ignore[attr-defined]

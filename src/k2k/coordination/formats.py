@@ -35,6 +35,7 @@ __all__ = [
     "ReleaseRecord",
     "decode_assignment",
     "dumps_canonical",
+    "read_assignment",
     "unreadable",
 ]
 
@@ -60,6 +61,18 @@ def unreadable(exc: ControlRecordError, policy: str, log: logging.Logger) -> Non
         "(errorHandling.onControlMessageDeserializationError: ignore): %s",
         exc,
     )
+
+
+def read_assignment(
+    m: Any, policy: str, log: logging.Logger
+) -> tuple[str, AssignmentRecord | None] | None:
+    """Decode consumed assignment message ``m``; None when it is unreadable and ``policy``
+    (``onControlMessageDeserializationError``) is ``ignore``."""
+    try:
+        return decode_assignment(m.key(), m.value(), f"{m.topic()}[{m.partition()}]@{m.offset()}")
+    except ControlRecordError as exc:
+        unreadable(exc, policy, log)
+        return None
 
 
 def _load(raw: bytes | None, what: str, locator: str) -> dict[str, Any]:

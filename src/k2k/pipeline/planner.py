@@ -244,27 +244,26 @@ class Planner:
         commit = cfg.coordination.commit
         self.source.topics()  # reachability first: a bounded, named failure
         creation = cfg.topic_creation.control
-        self.commit_partitions = ensure_control_topic(
-            self.target,
-            commit.topic,
-            "coordination.commit.topic",
-            auto_create=cfg.features.auto_create_control_topics,
-            validate=cfg.features.validate_control_topic_settings,
-            partitions=creation.partitions,
-            replication_factor=creation.replication_factor,
-            configs=creation.configs,
-        )
+
+        def control_topic(name: str, key_path: str, **configs: str) -> int:
+            return ensure_control_topic(
+                self.target,
+                name,
+                key_path,
+                auto_create=cfg.features.auto_create_control_topics,
+                validate=cfg.features.validate_control_topic_settings,
+                partitions=creation.partitions,
+                replication_factor=creation.replication_factor,
+                configs={**creation.configs, **configs},
+            )
+
+        self.commit_partitions = control_topic(commit.topic, "coordination.commit.topic")
         assign = cfg.coordination.assignment
-        self.assignment_partitions = ensure_control_topic(
-            self.target,
+        # One clock for liveness: the broker's (see k2k.coordination.assignment).
+        self.assignment_partitions = control_topic(
             assign.topic,
             "coordination.assignment.topic",
-            auto_create=cfg.features.auto_create_control_topics,
-            validate=cfg.features.validate_control_topic_settings,
-            partitions=creation.partitions,
-            replication_factor=creation.replication_factor,
-            # One clock for liveness: the broker's (see k2k.coordination.assignment).
-            configs={**creation.configs, "message.timestamp.type": "LogAppendTime"},
+            **{"message.timestamp.type": "LogAppendTime"},
         )
         self.assignment = Assignment(
             producer_conf=producer_settings(

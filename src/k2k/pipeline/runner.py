@@ -49,12 +49,11 @@ from k2k.coordination.formats import (
     OwnerRecord,
     ProgressKey,
     ProgressRecord,
-    decode_assignment,
-    unreadable,
+    read_assignment,
 )
 from k2k.coordination.progress import ProgressStore
 from k2k.coordination.tail import SyncTimeout, TopicTail
-from k2k.errors import ClusterError, ControlRecordError, K2KError, ReplicationError
+from k2k.errors import ClusterError, K2KError, ReplicationError
 from k2k.pipeline.control import StopSignal
 from k2k.pipeline.plan import (
     LeaseSpec,
@@ -375,14 +374,9 @@ class Runner:
             tp = keys.get(m.key())  # type: ignore[attr-defined]
             if tp is None:
                 return
-            locator = f"{m.topic()}[{m.partition()}]@{m.offset()}"  # type: ignore[attr-defined]
-            try:
-                _, rec = decode_assignment(m.key(), m.value(), locator)  # type: ignore[attr-defined]
-            except ControlRecordError as exc:
-                unreadable(exc, spec.on_bad_record, log)
-                return
-            if isinstance(rec, OwnerRecord):
-                newest[tp] = rec
+            read = read_assignment(m, spec.on_bad_record, log)
+            if read is not None and isinstance(read[1], OwnerRecord):
+                newest[tp] = read[1]
 
         tail = TopicTail(
             spec.control_consumer,
