@@ -313,7 +313,12 @@ class Planner:
             partition_by_key=cfg.replication.sink.partition == "hash",
             exactly_once=cfg.features.exactly_once,
         )
-        self.ack_timeout_s = delivery_timeout_s(self.target_producer)
+        # The user's delivery timeout, applied by the runner to whole commit batches. Not the
+        # effective setting: at-least-once forces librdkafka's own expiry off (see
+        # PRODUCER_FORCED); exactly-once keeps it, bounded by the transaction timeout.
+        self.ack_timeout_s = delivery_timeout_s(
+            self.target_producer if cfg.features.exactly_once else producer_props
+        )
         if self.spark is None:
             from k2k.pipeline.spark import start_spark
 
