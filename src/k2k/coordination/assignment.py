@@ -56,7 +56,7 @@ from k2k.coordination.tail import SyncTimeout, TopicTail
 from k2k.errors import ClusterError, K2KError
 from k2k.pipeline.stages import murmur2_partition
 
-__all__ = ["Assignment", "StandDown", "default_member_name", "transactional_id"]
+__all__ = ["Assignment", "StandDown", "default_member_name", "producer_ids", "transactional_id"]
 
 log = logging.getLogger("k2k.assignment")
 
@@ -83,6 +83,16 @@ def transactional_id(group: str, member: str, slot: int) -> str:
     TransactionalId prefix (and IdempotentWrite on the cluster).
     """
     return f"k2k-{group}-{member}-{slot}"
+
+
+def producer_ids(txid: str) -> tuple[str, str]:
+    """The two producers' ids behind a runner's transactional id (a claim names ``txid``;
+    the runner writes through both in turn, see :mod:`k2k.pipeline.transactions`).
+
+    >>> producer_ids("k2k-orders-dr-host-a-3")
+    ('k2k-orders-dr-host-a-3.a', 'k2k-orders-dr-host-a-3.b')
+    """
+    return f"{txid}.a", f"{txid}.b"
 
 
 class Assignment:
@@ -301,12 +311,12 @@ class Assignment:
     # -- internals -----------------------------------------------------------------------
 
     def _fence(self, to_fence: dict[str, list[TP]]) -> None:
-        """Initialise each previous owner's transactional id: its open transaction is
-        aborted and every later write of that producer is rejected."""
+        """Initialise both producer ids of each previous owner's transactional id: their
+        open transactions are aborted and every later write of them is rejected."""
         if not to_fence:
             return
 
-        def fence(txid: str) -> None:
+        def fence(txid: str, tps: list[TP]) -> None:
             started = time.monotonic()
             p = Producer({**self._producer_conf, "transactional.id": txid})
             try:
@@ -318,13 +328,20 @@ class Assignment:
                 ) from None
             finally:
                 p.flush(0)
-            tps = ", ".join(f"{t}[{p_}]" for t, p_ in to_fence[txid])
             log.info(
-                "fenced %s (previous owner of %s) in %.2f s", txid, tps, time.monotonic() - started
+                "fenced %s (previous owner of %s) in %.2f s",
+                txid,
+                ", ".join(f"{t}[{p_}]" for t, p_ in tps),
+                time.monotonic() - started,
             )
 
         with ThreadPoolExecutor(self.fencing_parallelism, "k2k-fence") as pool:
-            for future in [pool.submit(fence, t) for t in sorted(to_fence)]:
+            futures = [
+                pool.submit(fence, pid, to_fence[t])
+                for t in sorted(to_fence)
+                for pid in producer_ids(t)
+            ]
+            for future in futures:
                 future.result()
 
     def _send(self, key: bytes, value: bytes) -> None:

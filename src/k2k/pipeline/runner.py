@@ -34,6 +34,7 @@ Invariants (checked by the tests after every restart):
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import sys
@@ -45,6 +46,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from k2k.clients.factory import build_consumer, build_producer
 from k2k.clients.faults import Outcome, classify, describe, kafka_error_of
+from k2k.coordination.assignment import producer_ids
 from k2k.coordination.formats import (
     OwnerRecord,
     ProgressKey,
@@ -63,6 +65,7 @@ from k2k.pipeline.plan import (
     RunnerSummary,
 )
 from k2k.pipeline.stages import murmur2_partition
+from k2k.pipeline.transactions import TransactionPair
 
 __all__ = ["Runner", "run_groups"]
 
@@ -165,12 +168,15 @@ class Runner:
         spec = self.spec
         opts = spec.options
         eos = spec.exactly_once
-        consumer = producer = stop = None
+        consumer = stop = pair = None
         try:
-            # Step 0. Ownership: in exactly-once mode initialising the transactional id
-            # fences every earlier producer of it (a failed or duplicate attempt of this
+            # Step 0. Ownership: in exactly-once mode initialising the transactional ids
+            # fences every earlier producer of them (a failed or duplicate attempt of this
             # task); the claims are checked after that, then progress is read.
-            producer = self._start_producer()
+            producers = self._start_producers()
+            producer = producers[0]
+            if eos:
+                pair = TransactionPair(producers)
             if eos:
                 self._verify_claims()
             ranges = self._load_progress()
@@ -299,8 +305,11 @@ class Runner:
                 ):
                     positions = self._positions(consumer, assigned)
                     if eos:
-                        self._commit_transaction(producer, positions, in_txn)
+                        self._seal(pair, positions, in_txn)
                         in_txn = False
+                        producer = pair.current  # the other one, while this batch commits
+                        produce = producer.produce
+                        poll = producer.poll
                     else:
                         epoch.positions = positions
                         epoch.sealed = now
@@ -314,18 +323,20 @@ class Runner:
             for key in self.unwritten:
                 final.setdefault(key, self.committed[key])
             if eos:
-                self._commit_transaction(producer, final, in_txn)
+                self._seal(pair, final, in_txn)
+                self._collect(pair)
             else:
                 epoch.positions = final
                 pending.append(epoch)
                 self._finish(producer, pending)
             self.totals = (total_records, total_bytes)
         except K2KError:
-            if eos and producer is not None and not isinstance(sys.exc_info()[1], _Fenced):
+            if pair is not None and not isinstance(sys.exc_info()[1], _Fenced):
                 # Abort now rather than hold the target's last stable offset until the
                 # transaction times out (the planner releases this runner's partitions).
-                with contextlib.suppress(KafkaException):
-                    producer.abort_transaction(10)
+                written = pair.abandon()
+                if written:
+                    self._mark_committed(written)
             raise
         except (KafkaException, SystemError) as exc:
             # A fatal client error (e.g. the gapless guarantee, or a fenced transactional
@@ -340,6 +351,8 @@ class Runner:
                 "committed batch"
             ) from None
         finally:
+            if pair is not None:
+                pair.close()
             if stop is not None:
                 stop.close()
             if consumer is not None:
@@ -347,18 +360,22 @@ class Runner:
 
     # -- ownership and start offsets -----------------------------------------------------
 
-    def _start_producer(self) -> object:
+    def _start_producers(self) -> list[object]:
+        """One idempotent producer at-least-once; exactly-once the two transactional
+        producers of :class:`TransactionPair`, both initialised (which fences them)."""
         spec = self.spec
-        conf = dict(spec.target_producer)
         txid = self.group.transactional_id
-        if spec.exactly_once and txid:
-            conf["transactional.id"] = txid
-        producer = build_producer(conf, on_error=self._on_client_error)
-        if "transactional.id" in conf:
+        if not (spec.exactly_once and txid):
+            return [build_producer(spec.target_producer, on_error=self._on_client_error)]
+        producers = []
+        for pid in producer_ids(txid):
+            conf = {**spec.target_producer, "transactional.id": pid}
+            producer = build_producer(conf, on_error=self._on_client_error)
             # Metadata first: init_transactions on a fresh producer otherwise may stall.
             producer.list_topics(spec.commit_topic, timeout=spec.sync_timeout_s)
             producer.init_transactions(max(spec.sync_timeout_s, 10.0))
-        return producer
+            producers.append(producer)
+        return producers
 
     def _verify_claims(self) -> None:
         """Stand down unless the newest claim on every partition is still ours."""
@@ -520,18 +537,45 @@ class Runner:
             self.outcomes[key].progress_written = True
             self.unwritten.discard(key)
 
-    def _commit_transaction(
-        self, producer: object, positions: dict[tuple[str, int], int], in_txn: bool
+    def _seal(
+        self, pair: TransactionPair, positions: dict[tuple[str, int], int], in_txn: bool
     ) -> None:
         """Exactly-once commit point: the progress records join the open transaction (or a
-        new one when no record was copied), then everything commits together."""
+        new one when no record was copied); once every record of it is acknowledged, it
+        commits in the background (after the previous batch did) while the other producer
+        takes the next batch."""
+        producer = pair.current
         if not in_txn:
+            self._collect(pair)  # nothing to overlap with; and `committed` is current then
             if not any(
                 pos > self.committed[k] or k in self.unwritten for k, pos in positions.items()
             ):
                 return
             producer.begin_transaction()  # type: ignore[attr-defined]
         written = self._write_progress(producer, positions, staged=True)
+        timeout = min(self.spec.ack_timeout_s, 300.0)
+        left = producer.flush(timeout)  # type: ignore[attr-defined]
+        if left:
+            raise ReplicationError(
+                f"the target did not acknowledge a commit batch within {timeout:.0f} s "
+                "(the producer's delivery timeout, message.timeout.ms)"
+                + self._uncommitted_of(positions)
+            )
+        self._collect(pair)
+        pair.hand_off(functools.partial(self._commit, producer, positions), written)
+
+    def _collect(self, pair: TransactionPair) -> None:
+        """Wait for the batch committing in the background; mark its progress committed,
+        or raise its error (the caller aborts the batch open on the other producer)."""
+        written = pair.wait()
+        if written is not None:
+            self._mark_committed(written)
+        if self.progress_error:
+            raise ReplicationError(self.progress_error)
+
+    def _commit(self, producer: object, positions: dict[tuple[str, int], int]) -> None:
+        """Runs on: the pair's commit thread. Commits, retrying retriable errors within the
+        delivery timeout; raises :class:`_Fenced` or :class:`ReplicationError`."""
         deadline = time.monotonic() + min(self.spec.ack_timeout_s, 300.0)
         while True:
             try:
@@ -552,9 +596,6 @@ class Runner:
                     f"a transaction on the target failed, nothing of it is committed: "
                     f"{describe(err)}" + self._uncommitted_of(positions)
                 ) from None
-        if self.progress_error:
-            raise ReplicationError(self.progress_error)
-        self._mark_committed(written)
 
     def _finish(self, producer: object, pending: deque[_Epoch]) -> None:
         """Lease end: 1 flush data, 2 write remaining progress, 3 flush progress."""
