@@ -14,6 +14,8 @@ Read -> stages -> write -> commit, top to bottom in :meth:`Runner._copy`:
    partition) are written only once every record of that epoch, and of every earlier epoch,
    has been acknowledged by the target. Epochs are pipelined: the loop keeps copying while
    acknowledgements arrive, so progress lags data by about one round trip.
+   Exactly-once: a commit batch and its progress records are one transaction, written
+   through two producers in turn (:mod:`k2k.pipeline.transactions`).
 
 Acknowledgements are counted per *run*, not per record. A consumed batch holds runs of
 consecutive records of one source partition. With ``partition: source`` every record of a
@@ -177,7 +179,6 @@ class Runner:
             producer = producers[0]
             if eos:
                 pair = TransactionPair(producers)
-            if eos:
                 self._verify_claims()
             ranges = self._load_progress()
             active = [r for r in ranges if r.end is None or r.start < r.end]
