@@ -147,6 +147,8 @@ class Runner:
         self.progress_error: str | None = None
         self.fenced_by: KafkaError | None = None
         self.totals = (0, 0)  # records and key+value bytes produced during the lease
+        # Exactly-once: longest wait for a batch's acknowledgements, and again for its commit.
+        self.txn_wait_s = min(spec.ack_timeout_s, 300.0)
         self._progress_keys: dict[tuple[str, int], tuple[bytes, int]] = {}
 
     def run(self) -> RunnerSummary:
@@ -481,11 +483,7 @@ class Runner:
         if pending and pending[0].outstanding:
             waited = time.monotonic() - pending[0].sealed
             if waited > self.spec.ack_timeout_s:
-                raise ReplicationError(
-                    f"the target did not acknowledge a commit batch within "
-                    f"{self.spec.ack_timeout_s:.0f} s (the producer's delivery timeout, "
-                    f"message.timeout.ms)" + self._uncommitted_ranges(pending[-1])
-                )
+                raise self._unacknowledged(self.spec.ack_timeout_s, pending[-1].positions or {})
         # Consecutive complete epochs share one progress write: positions only grow, so the
         # newest covers the older ones (fewer control records when acknowledgements bunch).
         newest = None
@@ -554,14 +552,8 @@ class Runner:
                 return
             producer.begin_transaction()  # type: ignore[attr-defined]
         written = self._write_progress(producer, positions, staged=True)
-        timeout = min(self.spec.ack_timeout_s, 300.0)
-        left = producer.flush(timeout)  # type: ignore[attr-defined]
-        if left:
-            raise ReplicationError(
-                f"the target did not acknowledge a commit batch within {timeout:.0f} s "
-                "(the producer's delivery timeout, message.timeout.ms)"
-                + self._uncommitted_of(positions)
-            )
+        if producer.flush(self.txn_wait_s):  # type: ignore[attr-defined]
+            raise self._unacknowledged(self.txn_wait_s, positions)
         self._collect(pair)
         pair.hand_off(functools.partial(self._commit, producer, positions), written)
 
@@ -577,7 +569,7 @@ class Runner:
     def _commit(self, producer: object, positions: dict[tuple[str, int], int]) -> None:
         """Runs on: the pair's commit thread. Commits, retrying retriable errors within the
         delivery timeout; raises :class:`_Fenced` or :class:`ReplicationError`."""
-        deadline = time.monotonic() + min(self.spec.ack_timeout_s, 300.0)
+        deadline = time.monotonic() + self.txn_wait_s
         while True:
             try:
                 producer.commit_transaction(max(0.1, deadline - time.monotonic()))  # type: ignore[attr-defined]
@@ -706,6 +698,15 @@ class Runner:
         if self.fenced_by is not None:
             return self._fenced(self.fenced_by)
         return _record_error(m, exc)
+
+    def _unacknowledged(
+        self, timeout_s: float, positions: dict[tuple[str, int], int]
+    ) -> ReplicationError:
+        return ReplicationError(
+            f"the target did not acknowledge a commit batch within {timeout_s:.0f} s "
+            "(the producer's delivery timeout, message.timeout.ms)"
+            + self._uncommitted_of(positions)
+        )
 
     def _uncommitted_ranges(self, ep: _Epoch) -> str:
         return self._uncommitted_of(ep.positions or {})
