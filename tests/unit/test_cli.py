@@ -246,3 +246,17 @@ def test_unknown_flag_is_a_clear_error():
     result = run("start", "--until-caught", "-f", "x.yaml")
     assert result.returncode == 2
     assert "No such option" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_instance_name_unusable_in_transactional_ids_is_refused_before_connecting(tmp_path):
+    """Checked before any client starts: the GOOD file's clusters are not running."""
+    result = run(
+        "start", "--instance", "host a/1", "-f", str(with_changes(tmp_path, lambda d: None))
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    # Click's usage-error layout, as for an unknown flag: usage, hint, one "Error:" line.
+    errors = [ln for ln in result.stderr.splitlines() if ln.startswith("Error: ")]
+    assert len(errors) == 1, result.stderr
+    assert "'--instance'" in errors[0] and "'host a/1'" in errors[0], errors[0]
+    assert "letters, digits" in errors[0], errors[0]
