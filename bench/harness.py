@@ -25,6 +25,7 @@ import json
 import os
 import platform
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -590,6 +591,12 @@ def main() -> None:
         help="use running clusters (bootstrap servers) instead of starting an embedded pair; "
         "loaded workload topics are reused",
     )
+    ap.add_argument(
+        "--keep-data",
+        action="store_true",
+        help="keep the embedded brokers' data (several GB after a full run) in the scratch "
+        "directory; by default it is deleted once the brokers stop",
+    )
     args = ap.parse_args()
     wanted = [k.strip() for k in args.only.split(",") if k.strip()]
     unknown = sorted(set(wanted) - set(keys))
@@ -601,7 +608,10 @@ def main() -> None:
     for c in chosen:
         c.setup()
     tmp = Path(tempfile.mkdtemp(prefix="k2k-bench-"))
-    print(f"scratch: {tmp} (contender logs; latency.jsonl: per-second latency maxima)")
+    print(
+        f"scratch: {tmp} (contender logs; latency.jsonl: per-second latency maxima; the "
+        "brokers' data is deleted at the end unless --keep-data)"
+    )
     if args.clusters:
         pair = None
         env = Env(*args.clusters.split(",", 1), tmp)
@@ -645,6 +655,10 @@ def main() -> None:
             readers.clear()
         if pair is not None:
             pair.stop()
+            if not args.keep_data:
+                # A full run leaves over 10 GB of topic data: left behind, a few runs fill
+                # the disk, and brokers started later (the test suite's) fail on it.
+                shutil.rmtree(tmp / "clusters", ignore_errors=True)
     print()
     print(table(results))
     print()

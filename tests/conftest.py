@@ -16,14 +16,26 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pytest
 
+if TYPE_CHECKING:
+    from k2k.local import LocalCluster
+
 SOURCE_ENV = "K2K_SOURCE_BOOTSTRAP"
 TARGET_ENV = "K2K_TARGET_BOOTSTRAP"
+
+#: Free disk space the embedded brokers need for one run of the suite (it writes about
+#: 2 GB), with room to spare. Less, and a broker fails mid-run when its disk fills up.
+MIN_FREE_BYTES = 5 << 30
+
+#: The embedded pair once started (None with clusters brought by the environment).
+_embedded: list[LocalCluster] = []
 
 
 @dataclass(frozen=True)
@@ -54,17 +66,44 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
     from k2k.local import ensure_kafka_installed, free_port, start_pair
 
     ensure_kafka_installed()
+    data_root = tmp_path_factory.mktemp("kafka")
+    free = shutil.disk_usage(data_root).free
+    if free < MIN_FREE_BYTES:
+        pytest.exit(
+            f"only {free / 2**30:.1f} GiB free on the disk of {data_root}; the embedded "
+            f"brokers need at least {MIN_FREE_BYTES / 2**30:.0f} GiB for the test suite",
+            returncode=1,
+        )
     pair = start_pair(
-        tmp_path_factory.mktemp("kafka"),
+        data_root,
         free_port(),
         free_port(),
         timeout=120,
         owner_pid=os.getpid(),  # brokers die with this session even if it is killed
     )
+    _embedded.extend(pair)
     try:
         yield Clusters(pair.source.bootstrap, pair.target.bootstrap)
     finally:
+        _embedded.clear()
         pair.stop()
+
+
+@pytest.fixture(autouse=True)
+def _embedded_brokers_alive(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test on the embedded pair: if a broker died (disk full, out of memory),
+    end the session naming it, with its log, instead of letting every later test fail on
+    "connection refused"."""
+    yield
+    if "clusters" not in request.fixturenames:
+        return
+    for cluster in _embedded:
+        if not cluster.is_running():
+            pytest.exit(
+                f"the embedded {cluster.name} broker died during {request.node.nodeid}. "
+                f"{cluster.log_tail(40)}",
+                returncode=1,
+            )
 
 
 def _short_test_name(node_name: str, limit: int = 32) -> str:

@@ -488,12 +488,17 @@ class LocalCluster:
             time.sleep(0.1)
 
     def _start_failure(self, reason: str) -> LocalClusterError:
-        tail = _tail(self.log_file, _LOG_TAIL_LINES)
-        shown = "\n".join(f"  {line}" for line in tail) if tail else "  (empty)"
         return LocalClusterError(
             f"the {self.name} cluster on {self.bootstrap} did not start: {reason}. "
-            f"Last lines of {self.log_file}:\n{shown}"
+            f"{self.log_tail()}"
         )
+
+    def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
+        """The last ``lines`` lines of ``broker.log``, indented under a heading: what to show
+        when the broker failed to start or died."""
+        tail = _tail(self.log_file, lines)
+        shown = "\n".join(f"  {line}" for line in tail) if tail else "  (empty)"
+        return f"Last lines of {self.log_file}:\n{shown}"
 
 
 class ClusterPair(NamedTuple):
