@@ -1,0 +1,79 @@
+"""The two-producer rule of exactly-once writes, on a real target: batch N+1 (open on one
+producer) never becomes visible when batch N's commit (on the other) fails, and it does
+after N committed. The runner relies on both (:mod:`k2k.pipeline.transactions`)."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Producer
+
+from k2k.errors import ReplicationError
+from k2k.pipeline.transactions import TransactionPair
+from tests.kafkautil import create_topic, read_all
+
+pytestmark = pytest.mark.integration
+
+
+def _pair(bootstrap: str, txid: str) -> TransactionPair:
+    producers = []
+    for suffix in ("a", "b"):
+        p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{txid}.{suffix}"})
+        p.init_transactions(30)
+        producers.append(p)
+    return TransactionPair(producers)
+
+
+def _values(bootstrap: str, topic: str) -> list[bytes]:
+    return [r.value for r in read_all(bootstrap, topic)[0]]
+
+
+def test_failed_commit_of_batch_n_aborts_batch_n_plus_1(clusters, topic_name):
+    t = topic_name("pairfail")
+    create_topic(clusters.target, t, 1)
+    pair = _pair(clusters.target, t)
+    try:
+        first = pair.current
+        first.begin_transaction()
+        first.produce(t, b"batch-1")
+        assert first.flush(30) == 0
+
+        def failing_commit() -> None:
+            first.abort_transaction(30)
+            raise ReplicationError("the commit of batch 1 failed")
+
+        pair.hand_off(failing_commit, "progress of batch 1")
+        second = pair.current
+        assert second is not first
+        second.begin_transaction()
+        second.produce(t, b"batch-2")
+        assert second.flush(30) == 0
+        with pytest.raises(ReplicationError, match="batch 1"):
+            pair.wait()  # what the runner does before it commits batch 2
+        assert pair.abandon() is None  # aborts batch 2; nothing committed to carry
+        # A later batch commits: the partition's last stable offset moves past both
+        # aborted ones, so a read_committed reader sees exactly this one.
+        second.begin_transaction()
+        second.produce(t, b"batch-3")
+        second.commit_transaction(30)
+        assert _values(clusters.target, t) == [b"batch-3"]
+    finally:
+        pair.close()
+
+
+def test_batches_commit_in_turn_and_carry_their_progress(clusters, topic_name):
+    t = topic_name("pairok")
+    create_topic(clusters.target, t, 1)
+    pair = _pair(clusters.target, t)
+    try:
+        for n in range(1, 5):
+            producer = pair.current
+            producer.begin_transaction()
+            producer.produce(t, f"batch-{n}".encode())
+            assert producer.flush(30) == 0
+            carried = pair.wait()  # batch n-1 committed first
+            assert carried == (f"progress {n - 1}" if n > 1 else None)
+            pair.hand_off(lambda p=producer: p.commit_transaction(30), f"progress {n}")
+        assert pair.wait() == "progress 4"
+        assert _values(clusters.target, t) == [f"batch-{n}".encode() for n in range(1, 5)]
+    finally:
+        pair.close()
