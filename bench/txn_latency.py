@@ -23,6 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.latency import percentile
 from k2k.local import free_port, start_pair
 
 BATCH_S = 0.1
@@ -31,8 +32,7 @@ VALUE = b"x" * 100
 
 
 def _ms(values: list[float], q: float) -> int:
-    ordered = sorted(values)
-    return round(1000 * ordered[max(0, int(len(ordered) * q) - 1)])
+    return round(1000 * percentile(sorted(values), q))
 
 
 def run(bootstrap: str, producers: int, seconds: float) -> tuple[list[float], list[float]]:

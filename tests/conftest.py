@@ -34,7 +34,8 @@ TARGET_ENV = "K2K_TARGET_BOOTSTRAP"
 #: 2 GB), with room to spare. Less, and a broker fails mid-run when its disk fills up.
 MIN_FREE_BYTES = 5 << 30
 
-#: The embedded pair once started (None with clusters brought by the environment).
+#: The embedded pair while it runs (empty before, after, and with clusters brought by the
+#: environment).
 _embedded: list[LocalCluster] = []
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Producer
 
+from k2k.coordination.assignment import producer_ids
 from k2k.errors import ReplicationError
 from k2k.pipeline.transactions import TransactionPair
 from tests.kafkautil import create_topic, read_all
@@ -16,8 +17,8 @@ pytestmark = pytest.mark.integration
 
 def _pair(bootstrap: str, txid: str) -> TransactionPair:
     producers = []
-    for suffix in ("a", "b"):
-        p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{txid}.{suffix}"})
+    for pid in producer_ids(txid):
+        p = Producer({"bootstrap.servers": bootstrap, "transactional.id": pid})
         p.init_transactions(30)
         producers.append(p)
     return TransactionPair(producers)

@@ -245,7 +245,7 @@ class Planner:
         self.source.topics()  # reachability first: a bounded, named failure
         creation = cfg.topic_creation.control
 
-        def control_topic(name: str, key_path: str, **configs: str) -> int:
+        def control_topic(name: str, key_path: str, extra: dict[str, str] | None = None) -> int:
             return ensure_control_topic(
                 self.target,
                 name,
@@ -254,7 +254,7 @@ class Planner:
                 validate=cfg.features.validate_control_topic_settings,
                 partitions=creation.partitions,
                 replication_factor=creation.replication_factor,
-                configs={**creation.configs, **configs},
+                configs={**creation.configs, **(extra or {})},
             )
 
         self.commit_partitions = control_topic(commit.topic, "coordination.commit.topic")
@@ -263,7 +263,7 @@ class Planner:
         self.assignment_partitions = control_topic(
             assign.topic,
             "coordination.assignment.topic",
-            **{"message.timestamp.type": "LogAppendTime"},
+            {"message.timestamp.type": "LogAppendTime"},
         )
         self.assignment = Assignment(
             producer_conf=producer_settings(

@@ -477,7 +477,7 @@ class Runner:
         """
         for ep in pending:
             if ep.error:
-                raise ReplicationError(ep.error + self._uncommitted_ranges(ep))
+                raise ReplicationError(ep.error + self._uncommitted_of(ep.positions or {}))
         if self.progress_error:
             raise ReplicationError(self.progress_error)
         if pending and pending[0].outstanding:
@@ -707,9 +707,6 @@ class Runner:
             "(the producer's delivery timeout, message.timeout.ms)"
             + self._uncommitted_of(positions)
         )
-
-    def _uncommitted_ranges(self, ep: _Epoch) -> str:
-        return self._uncommitted_of(ep.positions or {})
 
     def _uncommitted_of(self, positions: dict[tuple[str, int], int]) -> str:
         parts = [
