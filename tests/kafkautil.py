@@ -173,6 +173,18 @@ def create_topic(
     eventually(partitions_with_leader, expected=partitions, timeout=timeout)
 
 
+#: What a topic seconds old may answer before its partitions have leaders.
+_LEADERSHIP_PENDING = frozenset(
+    {
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError.REPLICA_NOT_AVAILABLE,
+    }
+)
+
+
 def end_offsets(
     bootstrap: str, topic: str, isolation: Isolation = "read_committed", timeout: float = 30.0
 ) -> dict[int, int]:
@@ -180,19 +192,31 @@ def end_offsets(
 
     Under read_committed the end stops before the first record of any open transaction.
     A topic that does not exist has no partitions: ``{}`` (so pollers can wait for a topic that
-    a replicator has yet to create).
+    a replicator has yet to create). One that exists but whose leaders are not settled yet is
+    asked again until ``timeout``.
     """
     admin = _admin(bootstrap)
-    metadata = admin.list_topics(topic=topic, timeout=timeout).topics[topic]
-    if metadata.error is not None:
-        if metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+    deadline = time.monotonic() + timeout
+    while True:
+        metadata = admin.list_topics(topic=topic, timeout=timeout).topics[topic]
+        if metadata.error is not None and metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
             return {}
-        raise KafkaException(metadata.error)
-    request = {TopicPartition(topic, p): OffsetSpec.latest() for p in metadata.partitions}
-    futures = admin.list_offsets(
-        request, isolation_level=_ISOLATION[isolation], request_timeout=timeout
-    )
-    return {tp.partition: future.result().offset for tp, future in futures.items()}
+        try:
+            if metadata.error is not None:
+                raise KafkaException(metadata.error)
+            request = {TopicPartition(topic, p): OffsetSpec.latest() for p in metadata.partitions}
+            futures = admin.list_offsets(
+                request, isolation_level=_ISOLATION[isolation], request_timeout=timeout
+            )
+            return {tp.partition: future.result().offset for tp, future in futures.items()}
+        except KafkaException as exc:
+            # A topic the replicator has just created may not have its leaders yet
+            # (pollers call this right then): asked again within ``timeout``.
+            error = exc.args[0] if exc.args else None
+            code = error.code() if isinstance(error, KafkaError) else None
+            if code not in _LEADERSHIP_PENDING or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.1)  # leadership settles on the broker: poll again
 
 
 # -- producing -----------------------------------------------------------------------------
