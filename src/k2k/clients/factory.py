@@ -16,6 +16,7 @@ from confluent_kafka.admin import AdminClient
 
 __all__ = [
     "CONSUMER_DEFAULTS",
+    "EXACTLY_ONCE_PRODUCER_DEFAULTS",
     "PRODUCER_DEFAULTS",
     "build_admin",
     "build_consumer",
@@ -28,11 +29,20 @@ __all__ = [
 #: Source consumer defaults. ``fetch.queue.backoff.ms`` low: librdkafka's 1000 ms default
 #: stalls fetching whenever the local queue fills; the queue is sized per process because
 #: every concurrent runner task is its own Python process.
+#:
+#: Fetches are batched: the broker answers once 64 KiB are ready or 25 ms have passed.
+#: librdkafka sends the next fetch as soon as the last one returns, so with the Kafka
+#: default (1 byte) a source written in small bursts was fetched about 1,000 times a
+#: second per runner, each answer a few records. Measured at 5k records/s on the
+#: benchmark machine (2 cores shared with both brokers): k2k's CPU fell from 25 to 6 s
+#: per minute and the at-least-once p99 from 326-720 ms to 40-62 ms, for about 10 ms more
+#: median latency. A backlog fills 64 KiB at once, so throughput does not change.
 CONSUMER_DEFAULTS: dict[str, str] = {
     "isolation.level": "read_committed",
     "fetch.queue.backoff.ms": "1",
     "queued.max.messages.kbytes": "32768",
-    "fetch.wait.max.ms": "100",
+    "fetch.min.bytes": "65536",
+    "fetch.wait.max.ms": "25",
     "socket.nagle.disable": "true",
 }
 
@@ -96,6 +106,12 @@ def delivery_timeout_s(props: Mapping[str, str]) -> float:
     return ms / 1000 if ms > 0 else float("inf")
 
 
+#: Exactly-once producer defaults, over :data:`PRODUCER_DEFAULTS`. Records of a transaction
+#: are invisible until it commits, and the commit point flushes (which sends at once,
+#: whatever ``linger.ms`` says), so lingering longer costs no latency and sends fewer,
+#: larger requests to the target while the batch fills.
+EXACTLY_ONCE_PRODUCER_DEFAULTS: dict[str, str] = {"linger.ms": "50"}
+
 #: Exactly-once replaces the last two forced settings: a transaction commit confirms every
 #: record of the batch (no per-run acknowledgement to protect), and librdkafka requires
 #: ``message.timeout.ms`` <= ``transaction.timeout.ms``.
@@ -112,7 +128,12 @@ def producer_settings(
     ``transactional.id`` of an exactly-once runner is added by the runner itself.
     """
     if exactly_once:
-        conf = {**PRODUCER_DEFAULTS, **props, **TRANSACTIONAL_FORCED}
+        conf = {
+            **PRODUCER_DEFAULTS,
+            **EXACTLY_ONCE_PRODUCER_DEFAULTS,
+            **props,
+            **TRANSACTIONAL_FORCED,
+        }
         txn_ms = int(conf.get("transaction.timeout.ms", 60_000))
         conf.setdefault("message.timeout.ms", str(min(DEFAULT_DELIVERY_TIMEOUT_MS, txn_ms)))
     else:

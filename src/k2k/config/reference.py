@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, TypeAdapter
 from pydantic.fields import FieldInfo
 
+from k2k.clients import factory
 from k2k.config import clients
 from k2k.config.durations import UNIT_SPELLINGS
 from k2k.config.hints import FieldDoc
@@ -222,6 +223,21 @@ def _client_sections() -> Iterator[str]:
     yield "\nAlso refused: any `schema.registry.*` and `basic.auth.*` property (" + (
         "they belong in `source.registry` / `target.registry`)."
     )
+    yield "\n### Defaults k2k sets\n"
+    yield (
+        "Set unless the pipeline sets the property itself. Why each is chosen is documented "
+        "where it is defined (`k2k.clients.factory`); the fetch and linger defaults trade a "
+        "few milliseconds of latency for far fewer requests (see docs/benchmarks.md)."
+    )
+    yield "\n| Client | Property | Default |"
+    yield "|---|---|---|"
+    for client, defaults in (
+        ("source consumer", factory.CONSUMER_DEFAULTS),
+        ("target producer", factory.PRODUCER_DEFAULTS),
+        ("target producer, exactly-once", factory.EXACTLY_ONCE_PRODUCER_DEFAULTS),
+    ):
+        for name, value in defaults.items():
+            yield f"| {client} | `{name}` | `{value}` |"
     yield "\n### Managed by k2k\n"
     yield "| Property | Refused values | Why |"
     yield "|---|---|---|"
