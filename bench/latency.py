@@ -71,13 +71,20 @@ class PacedWriter:
             due = min(total, int((time.monotonic() - start) * rate) + 1)
             while sent < due:
                 now_us = int(time.time() * 1e6)
-                produce(
-                    self.topic,
-                    value(marker, self.size, now_us),
-                    sent.to_bytes(8, "big"),
-                    sent % self.partitions,
-                    timestamp=now_us // 1000,
-                )
+                try:
+                    produce(
+                        self.topic,
+                        value(marker, self.size, now_us),
+                        sent.to_bytes(8, "big"),
+                        sent % self.partitions,
+                        timestamp=now_us // 1000,
+                    )
+                except BufferError:
+                    # The source broker fell behind and the local queue is full: serve
+                    # delivery reports until there is room, then send with a fresh time
+                    # (the wait is the writer's, not the contender's).
+                    self.producer.poll(0.05)
+                    continue
                 sent += 1
             self.producer.poll(0)
             next_tick = start + (sent / rate)

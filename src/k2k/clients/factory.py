@@ -16,7 +16,6 @@ from confluent_kafka.admin import AdminClient
 
 __all__ = [
     "CONSUMER_DEFAULTS",
-    "EXACTLY_ONCE_PRODUCER_DEFAULTS",
     "PRODUCER_DEFAULTS",
     "build_admin",
     "build_consumer",
@@ -34,9 +33,9 @@ __all__ = [
 #: librdkafka sends the next fetch as soon as the last one returns, so with the Kafka
 #: default (1 byte) a source written in small bursts was fetched about 1,000 times a
 #: second per runner, each answer a few records. Measured at 5k records/s on the
-#: benchmark machine (2 cores shared with both brokers): k2k's CPU fell from 25 to 6 s
-#: per minute and the at-least-once p99 from 326-720 ms to 40-62 ms, for about 10 ms more
-#: median latency. A backlog fills 64 KiB at once, so throughput does not change.
+#: benchmark machine (2 cores shared with both brokers): k2k's CPU fell from about 25 to
+#: 6 s per minute and the at-least-once p99 from 326-720 ms to 40-62 ms, for about 10 ms
+#: more median latency. In a backlog every fetch finds 64 KiB at once (docs/benchmarks.md).
 CONSUMER_DEFAULTS: dict[str, str] = {
     "isolation.level": "read_committed",
     "fetch.queue.backoff.ms": "1",
@@ -106,12 +105,6 @@ def delivery_timeout_s(props: Mapping[str, str]) -> float:
     return ms / 1000 if ms > 0 else float("inf")
 
 
-#: Exactly-once producer defaults, over :data:`PRODUCER_DEFAULTS`. Records of a transaction
-#: are invisible until it commits, and the commit point flushes (which sends at once,
-#: whatever ``linger.ms`` says), so lingering longer costs no latency and sends fewer,
-#: larger requests to the target while the batch fills.
-EXACTLY_ONCE_PRODUCER_DEFAULTS: dict[str, str] = {"linger.ms": "50"}
-
 #: Exactly-once replaces the last two forced settings: a transaction commit confirms every
 #: record of the batch (no per-run acknowledgement to protect), and librdkafka requires
 #: ``message.timeout.ms`` <= ``transaction.timeout.ms``.
@@ -128,12 +121,7 @@ def producer_settings(
     ``transactional.id`` of an exactly-once runner is added by the runner itself.
     """
     if exactly_once:
-        conf = {
-            **PRODUCER_DEFAULTS,
-            **EXACTLY_ONCE_PRODUCER_DEFAULTS,
-            **props,
-            **TRANSACTIONAL_FORCED,
-        }
+        conf = {**PRODUCER_DEFAULTS, **props, **TRANSACTIONAL_FORCED}
         txn_ms = int(conf.get("transaction.timeout.ms", 60_000))
         conf.setdefault("message.timeout.ms", str(min(DEFAULT_DELIVERY_TIMEOUT_MS, txn_ms)))
     else:

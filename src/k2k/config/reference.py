@@ -226,15 +226,14 @@ def _client_sections() -> Iterator[str]:
     yield "\n### Defaults k2k sets\n"
     yield (
         "Set unless the pipeline sets the property itself. Why each is chosen is documented "
-        "where it is defined (`k2k.clients.factory`); the fetch and linger defaults trade a "
-        "few milliseconds of latency for far fewer requests (see docs/benchmarks.md)."
+        "where it is defined (`k2k.clients.factory`); the fetch defaults trade a few "
+        "milliseconds of latency for far fewer fetch requests (see docs/benchmarks.md)."
     )
     yield "\n| Client | Property | Default |"
     yield "|---|---|---|"
     for client, defaults in (
         ("source consumer", factory.CONSUMER_DEFAULTS),
         ("target producer", factory.PRODUCER_DEFAULTS),
-        ("target producer, exactly-once", factory.EXACTLY_ONCE_PRODUCER_DEFAULTS),
     ):
         for name, value in defaults.items():
             yield f"| {client} | `{name}` | `{value}` |"
