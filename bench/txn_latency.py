@@ -15,16 +15,17 @@ adds: compare its flush times with the latency of ``bench/run``'s exactly-once c
 from __future__ import annotations
 
 import argparse
+import functools
 import shutil
 import tempfile
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.latency import percentile
 from k2k.local import free_port, start_pair
+from k2k.pipeline.transactions import TransactionPair
 
 BATCH_S = 0.1
 PARTITIONS = 4
@@ -42,13 +43,16 @@ def run(bootstrap: str, producers: int, seconds: float) -> tuple[list[float], li
         [NewTopic("data", PARTITIONS, 1), NewTopic("progress", 1, 1)]
     ).values():
         future.result()
-    pair = []
+    clients = []
     for suffix in "ab"[:producers]:
         p = Producer(
             {"bootstrap.servers": bootstrap, "transactional.id": f"lat.{suffix}", "linger.ms": 5}
         )
         p.init_transactions(30)
-        pair.append(p)
+        clients.append(p)
+    # Two producers: the runner's own TransactionPair (batch N commits in the background
+    # while N+1 fills the other producer, and only after N-1 committed).
+    pair = TransactionPair(clients) if producers == 2 else None
     flushes: list[float] = []
     commits: list[float] = []
 
@@ -57,12 +61,9 @@ def run(bootstrap: str, producers: int, seconds: float) -> tuple[list[float], li
         p.commit_transaction(60)
         commits.append(time.monotonic() - started)
 
-    pool = ThreadPoolExecutor(1)
-    inflight: Future[None] | None = None
-    turn = 0
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        p = pair[turn]
+        p = pair.current if pair is not None else clients[0]
         p.begin_transaction()
         started = time.monotonic()
         while time.monotonic() - started < BATCH_S:
@@ -74,16 +75,14 @@ def run(bootstrap: str, producers: int, seconds: float) -> tuple[list[float], li
         started = time.monotonic()
         p.flush(60)
         flushes.append(time.monotonic() - started)
-        if inflight is not None:
-            inflight.result()  # batch N commits before batch N+1, as in the runner
-        if producers == 2:
-            inflight = pool.submit(commit, p)
-            turn = 1 - turn
+        if pair is not None:
+            pair.wait()
+            pair.hand_off(functools.partial(commit, p), None)
         else:
             commit(p)
-    if inflight is not None:
-        inflight.result()
-    pool.shutdown()
+    if pair is not None:
+        pair.wait()
+        pair.close()
     return flushes, commits
 
 

@@ -29,6 +29,8 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
+from k2k.clients.faults import kafka_error_of
+
 __all__ = [
     "Header",
     "ProducedRecord",
@@ -212,8 +214,8 @@ def end_offsets(
         except KafkaException as exc:
             # A topic the replicator has just created may not have its leaders yet
             # (pollers call this right then): asked again within ``timeout``.
-            error = exc.args[0] if exc.args else None
-            code = error.code() if isinstance(error, KafkaError) else None
+            error = kafka_error_of(exc)
+            code = error.code() if error is not None else None
             if code not in _LEADERSHIP_PENDING or time.monotonic() >= deadline:
                 raise
         time.sleep(0.1)  # leadership settles on the broker: poll again
