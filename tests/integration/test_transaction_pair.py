@@ -5,12 +5,13 @@ after N committed. The runner relies on both (:mod:`k2k.pipeline.transactions`).
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
+from k2k.clients.faults import fatal_cause
 from k2k.coordination.assignment import producer_ids
 from k2k.errors import ReplicationError
 from k2k.pipeline.transactions import TransactionPair
-from tests.kafkautil import create_topic, read_all
+from tests.kafkautil import create_topic, eventually, read_all
 
 pytestmark = pytest.mark.integration
 
@@ -78,3 +79,41 @@ def test_batches_commit_in_turn_and_carry_their_progress(clusters, topic_name):
         assert _values(clusters.target, t) == [f"batch-{n}".encode() for n in range(1, 5)]
     finally:
         pair.close()
+
+
+def test_fatal_produce_error_is_traced_to_the_fencing(clusters, topic_name):
+    """A fenced producer's produce() says only _FATAL; the runner must still see that it
+    was fenced (and stand down) rather than report a client failure."""
+    t = topic_name("pairfenced")
+    create_topic(clusters.target, t, 2)
+    old = _pair(clusters.target, t)
+    bystander = Producer({"bootstrap.servers": clusters.target})
+    try:
+        zombie = old.current
+        zombie.begin_transaction()
+        zombie.produce(t, b"before", partition=0)
+        assert zombie.flush(30) == 0
+        _pair(clusters.target, t).close()  # a successor initialises both ids: fenced
+
+        def produce_error() -> KafkaError | None:
+            # A partition new to the transaction makes the client ask the coordinator,
+            # which answers that the epoch is old: the producer turns fatal.
+            try:
+                zombie.produce(t, b"after", partition=1)
+            except KafkaException as exc:
+                return exc.args[0]
+            return None
+
+        err = eventually(produce_error, timeout=30)
+        assert err.code() == KafkaError._FATAL
+        cause = fatal_cause(err, [bystander, old.current, zombie])
+        assert cause.code() == KafkaError._FENCED
+        assert cause.fatal()
+        # The cause is raised once; asked again, the bare error is all there is.
+        assert fatal_cause(err, [zombie]).code() == KafkaError._FATAL
+        # Errors that are not _FATAL pass through untouched, without polling.
+        other = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)
+        assert fatal_cause(other, [zombie]) is other
+    finally:
+        old.close()
+        bystander.flush(5)

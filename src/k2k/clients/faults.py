@@ -13,12 +13,20 @@ Exactly-once will add fence-and-recreate and abort-and-replay.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 
 from confluent_kafka import KafkaError, KafkaException
 
 from k2k.errors import ClusterError
 
-__all__ = ["Outcome", "classify", "cluster_error", "describe", "kafka_error_of"]
+__all__ = [
+    "Outcome",
+    "classify",
+    "cluster_error",
+    "describe",
+    "fatal_cause",
+    "kafka_error_of",
+]
 
 
 class Outcome(enum.Enum):
@@ -105,6 +113,26 @@ def kafka_error_of(exc: BaseException) -> KafkaError | None:
         if isinstance(e, KafkaException) and e.args and isinstance(e.args[0], KafkaError):
             return e.args[0]
     return None
+
+
+def fatal_cause(err: KafkaError, producers: Iterable[object]) -> KafkaError:
+    """The error that made a producer fatal, when ``err`` only says that it is.
+
+    Once a producer is fatal, ``produce`` fails with the bare ``_FATAL`` code; the cause
+    (e.g. ``_FENCED``: a newer owner took the transactional id over) is raised once, by the
+    next ``poll`` of that producer. A caller that does not know which of its producers
+    failed polls them all; if the cause was already taken, ``err`` is returned as it is.
+    """
+    if err.code() != KafkaError._FATAL:
+        return err
+    for producer in producers:
+        try:
+            producer.poll(0)  # type: ignore[attr-defined]
+        except (KafkaException, SystemError) as exc:
+            cause = kafka_error_of(exc)
+            if cause is not None:
+                return cause
+    return err
 
 
 _AUTH_FAILURES = frozenset(

@@ -47,7 +47,7 @@ from collections.abc import Iterable, Iterator
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from k2k.clients.factory import build_consumer, build_producer
-from k2k.clients.faults import Outcome, classify, describe, kafka_error_of
+from k2k.clients.faults import Outcome, classify, describe, fatal_cause, kafka_error_of
 from k2k.coordination.assignment import producer_ids
 from k2k.coordination.formats import (
     OwnerRecord,
@@ -146,6 +146,7 @@ class Runner:
         self.client_errors: list[str] = []
         self.progress_error: str | None = None
         self.fenced_by: KafkaError | None = None
+        self.producers: list[object] = []  # polled for the cause of a fatal error
         self.totals = (0, 0)  # records and key+value bytes produced during the lease
         # Exactly-once: longest wait for a batch's acknowledgements, and again for its commit.
         self.txn_wait_s = min(spec.ack_timeout_s, 300.0)
@@ -177,7 +178,7 @@ class Runner:
             # Step 0. Ownership: in exactly-once mode initialising the transactional ids
             # fences every earlier producer of them (a failed or duplicate attempt of this
             # task); the claims are checked after that, then progress is read.
-            producers = self._start_producers()
+            producers = self.producers = self._start_producers()
             producer = producers[0]
             if eos:
                 pair = TransactionPair(producers)
@@ -279,7 +280,7 @@ class Runner:
                             producer, routes[topic], m, target_part, cb, ts, headers
                         )
                     except KafkaException as exc:
-                        raise self._produce_failed(producer, m, exc) from None
+                        raise self._produce_failed(m, exc) from None
                     produced += 1
                     if cb is not None:
                         acks += 1
@@ -347,6 +348,7 @@ class Runner:
             err = kafka_error_of(exc)
             if err is None:
                 raise
+            err = fatal_cause(err, self.producers)
             if err.code() in _FENCED_CODES or self.fenced_by is not None:
                 raise self._fenced(self.fenced_by or err) from None
             raise ReplicationError(
@@ -689,15 +691,19 @@ class Runner:
             except BufferError:
                 continue
             except KafkaException as exc:
-                raise self._produce_failed(producer, m, exc) from None
+                raise self._produce_failed(m, exc) from None
 
-    def _produce_failed(self, producer: object, m: object, exc: KafkaException) -> K2KError:
-        """A produce call failed: fenced (the producer's fatal error, reported through the
-        error callback), or a record the target cannot take."""
-        producer.poll(0)  # type: ignore[attr-defined]  # serves the error callback
+    def _produce_failed(self, m: object, exc: KafkaException) -> K2KError:
+        """A produce call failed: fenced (a fatal error whose cause a poll reveals), or a
+        record the target cannot take."""
+        err = kafka_error_of(exc)
+        if err is not None:
+            err = fatal_cause(err, self.producers)
+            if err.code() in _FENCED_CODES:
+                return self._fenced(err)
         if self.fenced_by is not None:
             return self._fenced(self.fenced_by)
-        return _record_error(m, exc)
+        return _record_error(m, err, exc)
 
     def _unacknowledged(
         self, timeout_s: float, positions: dict[tuple[str, int], int]
@@ -734,9 +740,8 @@ def _injected_failure_point() -> int | None:
     return int(raw)
 
 
-def _record_error(m: object, exc: KafkaException) -> ReplicationError:
-    err = exc.args[0]
-    detail = describe(err) if isinstance(err, KafkaError) else str(exc)
+def _record_error(m: object, err: KafkaError | None, exc: KafkaException) -> ReplicationError:
+    detail = describe(err) if err is not None else str(exc)
     size = len(m.value() or b"") + len(m.key() or b"")  # type: ignore[attr-defined]
     return ReplicationError(
         f"cannot replicate {m.topic()}[{m.partition()}]@{m.offset()} "  # type: ignore[attr-defined]
