@@ -338,6 +338,10 @@ class LocalCluster:
             # replica fetches must be able to carry the largest batch too.
             "message.max.bytes": MAX_MESSAGE_BYTES,
             "replica.fetch.max.bytes": MAX_MESSAGE_BYTES,
+            # The node's controller fences its own broker after missed heartbeats (9 s by
+            # default): on a laptop starved of CPU that takes every leader away until the
+            # broker registers again, and there is no other node to fail over to.
+            "broker.session.timeout.ms": 60_000,
             # The compaction dedupe buffer defaults to 128 MiB; keep it small next to -Xmx512m.
             "log.cleaner.dedupe.buffer.size": 32 * 1024 * 1024,
         }
