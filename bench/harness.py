@@ -613,6 +613,15 @@ def main() -> None:
         "loaded workload topics are reused",
     )
     ap.add_argument(
+        "--client-nice",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run the contenders and the harness's own clients at this niceness, so the "
+        "embedded brokers (which in production have machines of their own) are served first "
+        "on a small machine; default %(default)s, as the brokers (docs/benchmarks.md)",
+    )
+    ap.add_argument(
         "--keep-data",
         action="store_true",
         help="keep the embedded brokers' data (several GB after a full run) in the scratch "
@@ -641,6 +650,10 @@ def main() -> None:
         # heaps: production-like brokers, not test ones.
         pair = start_pair(tmp / "clusters", free_port(), free_port(), heap="1g", jvm_options=())
         env = Env(pair.source.bootstrap, pair.target.bootstrap, tmp)
+        # After the brokers started: their threads keep niceness 0, every process started
+        # from here on (contenders, Spark, MirrorMaker 2) inherits this one's.
+        os.nice(args.client_nice)
+        print(f"clients run at niceness {args.client_nice}, the brokers at 0")
     results: list[Result] = []
     try:
         warm = Backlog("warmup", plan.warmup_records, 100)
