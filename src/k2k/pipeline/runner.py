@@ -348,13 +348,7 @@ class Runner:
             err = kafka_error_of(exc)
             if err is None:
                 raise
-            err = fatal_cause(err, self.producers)
-            if err.code() in _FENCED_CODES or self.fenced_by is not None:
-                raise self._fenced(self.fenced_by or err) from None
-            raise ReplicationError(
-                f"a Kafka client failed: {describe(err)}; progress stays at the last "
-                "committed batch"
-            ) from None
+            raise self._client_failed(err) from None
         finally:
             if pair is not None:
                 pair.close()
@@ -694,16 +688,24 @@ class Runner:
                 raise self._produce_failed(m, exc) from None
 
     def _produce_failed(self, m: object, exc: KafkaException) -> K2KError:
-        """A produce call failed: fenced (a fatal error whose cause a poll reveals), or a
-        record the target cannot take."""
+        """A produce call failed: the producer as a whole (fatal: fenced, or an earlier
+        record broke its guarantees), or this record, which the target cannot take."""
         err = kafka_error_of(exc)
-        if err is not None:
-            err = fatal_cause(err, self.producers)
-            if err.code() in _FENCED_CODES:
-                return self._fenced(err)
+        if err is not None and (err.fatal() or err.code() == KafkaError._FATAL):
+            return self._client_failed(err)
         if self.fenced_by is not None:
             return self._fenced(self.fenced_by)
         return _record_error(m, err, exc)
+
+    def _client_failed(self, err: KafkaError) -> K2KError:
+        """A client failed as a whole: fenced (also when the call that noticed it only says
+        ``_FATAL``), or fatally for another reason."""
+        err = fatal_cause(err, self.producers)
+        if err.code() in _FENCED_CODES or self.fenced_by is not None:
+            return self._fenced(self.fenced_by or err)
+        return ReplicationError(
+            f"a Kafka client failed: {describe(err)}; progress stays at the last committed batch"
+        )
 
     def _unacknowledged(
         self, timeout_s: float, positions: dict[tuple[str, int], int]
