@@ -695,7 +695,7 @@ class Runner:
             return self._client_failed(err)
         if self.fenced_by is not None:
             return self._fenced(self.fenced_by)
-        return _record_error(m, err, exc)
+        return _record_error(m, exc)
 
     def _client_failed(self, err: KafkaError) -> K2KError:
         """A client failed as a whole: fenced (also when the call that noticed it only says
@@ -742,7 +742,8 @@ def _injected_failure_point() -> int | None:
     return int(raw)
 
 
-def _record_error(m: object, err: KafkaError | None, exc: KafkaException) -> ReplicationError:
+def _record_error(m: object, exc: KafkaException) -> ReplicationError:
+    err = kafka_error_of(exc)
     detail = describe(err) if err is not None else str(exc)
     size = len(m.value() or b"") + len(m.key() or b"")  # type: ignore[attr-defined]
     return ReplicationError(
