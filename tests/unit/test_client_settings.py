@@ -24,3 +24,14 @@ def test_user_linger_wins_in_both_modes() -> None:
         conf = producer_settings({"linger.ms": "0"}, False, exactly_once=exactly_once)
         assert conf["linger.ms"] == "0"
         assert (conf["acks"], conf["enable.idempotence"]) == ("all", "true")
+
+
+def test_exactly_once_producers_keep_two_requests_in_flight_unless_told() -> None:
+    assert "max.in.flight.requests.per.connection" not in producer_settings({}, False)
+    conf = producer_settings({}, False, exactly_once=True)
+    assert conf["max.in.flight.requests.per.connection"] == "2"
+    mine = {"max.in.flight.requests.per.connection": "5"}
+    assert (
+        producer_settings(mine, False, exactly_once=True)["max.in.flight.requests.per.connection"]
+        == "5"
+    )

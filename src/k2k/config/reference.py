@@ -234,6 +234,7 @@ def _client_sections() -> Iterator[str]:
     for client, defaults in (
         ("source consumer", factory.CONSUMER_DEFAULTS),
         ("target producer", factory.PRODUCER_DEFAULTS),
+        ("target producer, exactly-once", factory.TRANSACTIONAL_DEFAULTS),
     ):
         for name, value in defaults.items():
             yield f"| {client} | `{name}` | `{value}` |"
