@@ -27,6 +27,12 @@ fails a lease whose oldest epoch waits longer than the user's delivery timeout. 
 ``partition: hash`` a run spreads over target partitions, so every record carries one.
 This saves a Python call per record, the largest cost after consume and produce.
 
+Python's cyclic garbage collector is off while a runner copies. Every consumed batch
+allocates thousands of message objects, so the collector ran every few hundred records and
+scanned them: 18 % of the copy loop's samples in a profile (py-spy) of an exactly-once
+backlog copy. Nothing in the loop forms a reference cycle, so reference counting frees it
+all; the collector is switched back on when the lease ends.
+
 Invariants (checked by the tests after every restart):
   * progress for a partition never moves backwards within a lease;
   * progress never covers a record the target has not acknowledged;
@@ -37,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import logging
 import os
 import sys
@@ -161,12 +168,17 @@ class Runner:
         """Runs on: executor. Never raises for k2k faults: they are returned in the summary."""
         started = time.monotonic()
         summary = RunnerSummary(self.group.index)
+        collecting = gc.isenabled()
+        gc.disable()  # see the module doc: the copy loop makes no reference cycles
         try:
             self._copy()
         except _Fenced as exc:
             summary.fenced = str(exc)
         except K2KError as exc:
             summary.error = str(exc)
+        finally:
+            if collecting:
+                gc.enable()
         summary.partitions = list(self.outcomes.values())
         summary.records, summary.bytes = self.totals
         summary.seconds = time.monotonic() - started
