@@ -569,11 +569,11 @@ class Runner:
         the transaction coordinator) when the transaction's first record for it is
         produced, and holds that record until then. Progress records are produced at the
         commit point, so every commit waited for that round trip before its flush could end
-        (measured on W1, 100 B: flush p50 12.4 ms, 5.6 ms with this). Here, one progress
-        record per progress partition re-states where this transaction starts: the
-        position the previous transaction ends at, which commits before this one can.
-        Readers keep the newest record per key, so an equal offset changes nothing, and the
-        commit point's records come later in the same partition.
+        (a 3M x 100 B backlog on `k2k local` clusters: flush p50 12.4 ms, 5.6 ms with
+        this). Here, one progress record per progress partition re-states where this
+        transaction starts: the position the previous transaction ends at, which commits
+        before this one can. Readers keep the newest record per key, so an equal offset
+        changes nothing, and the commit point's records come later in the same partition.
         """
         now_ms = int(time.time() * 1000)
         for key in self._openers:
