@@ -443,8 +443,7 @@ class Runner:
         ranges = list(self.group.ranges)
         if not ranges or not spec.control_consumer:
             return ranges
-        keys = [ProgressKey(spec.commit_group, r.topic, r.partition).encode() for r in ranges]
-        parts = sorted({murmur2_partition(k, spec.commit_partitions) for k in keys})
+        parts = sorted({self._progress_slot((r.topic, r.partition))[1] for r in ranges})
         store = ProgressStore(
             spec.control_consumer,
             spec.commit_topic,
