@@ -242,6 +242,10 @@ def produce(
     return _send(producer, topic, records)
 
 
+#: Below the brokers' transaction.max.timeout.ms (15 minutes by default).
+OPEN_TRANSACTION_TIMEOUT_MS = 600_000
+
+
 def produce_transaction(
     bootstrap: str,
     topic: str,
@@ -255,14 +259,18 @@ def produce_transaction(
 
     ``open`` flushes the records (they are in the log, holding back the LSO) without ending the
     transaction; finish it later with the returned producer's ``commit_transaction()`` or
-    ``abort_transaction()``.
+    ``abort_transaction()``. An open transaction gets a ten-minute ``transaction.timeout.ms``
+    (unless one is given): with librdkafka's one minute, a slow machine could see the broker
+    abort it (and fence its producer) while the test still relies on it being open.
     """
+    defaults = {"transaction.timeout.ms": OPEN_TRANSACTION_TIMEOUT_MS} if outcome == "open" else {}
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
             "transactional.id": transactional_id or f"k2k-test-{uuid.uuid4().hex[:12]}",
             "linger.ms": 5,
         }
+        | defaults
         | producer_conf
     )
     producer.list_topics(topic, timeout=30)  # metadata first avoids a slow init (field notes)

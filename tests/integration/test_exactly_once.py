@@ -175,14 +175,13 @@ def test_open_source_transaction_stalls_only_its_partition(clusters, tmp_path, t
     name = topic_name("popentxn")
     create_topic(clusters.source, t, 2)
     produce(clusters.source, t, [(p, b"k", b"before-%d" % p, [], None) for p in (0, 1)])
-    # Open longer than the waits below (120 + 60 s): at the default 60 s transaction
-    # timeout the broker could abort it during a slow start.
+    # produce_transaction keeps an open transaction for ten minutes, longer than the waits
+    # below (120 + 60 s).
     blocker = produce_transaction(
         clusters.source,
         t,
         [(0, b"k", b"in-open-txn", [], None)],
         outcome="open",
-        **{"transaction.timeout.ms": 300_000},
     )
     produce(clusters.source, t, [(p, b"k", b"after-%d" % p, [], None) for p in (0, 1)])
     doc = eos_pipeline(clusters, name, [t])

@@ -110,7 +110,7 @@ def test_fatal_produce_error_is_traced_to_the_fencing(clusters, topic_name):
         assert cause.code() == KafkaError._FENCED
         assert cause.fatal()
         # The cause is raised once; asked again, the bare error is all there is.
-        assert fatal_cause(err, [zombie]).code() == KafkaError._FATAL
+        assert fatal_cause(err, [zombie], wait_s=0.5).code() == KafkaError._FATAL
         # Errors that are not _FATAL pass through untouched, without polling.
         other = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)
         assert fatal_cause(other, [zombie]) is other

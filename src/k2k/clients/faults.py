@@ -13,6 +13,7 @@ Exactly-once will add fence-and-recreate and abort-and-replay.
 from __future__ import annotations
 
 import enum
+import time
 from collections.abc import Iterable
 
 from confluent_kafka import KafkaError, KafkaException
@@ -27,6 +28,12 @@ __all__ = [
     "fatal_cause",
     "kafka_error_of",
 ]
+
+
+#: How long :func:`fatal_cause` waits for a fatal producer to raise its cause.
+FATAL_CAUSE_WAIT_S = 5.0
+#: Each producer's poll blocks this long waiting for an event, so the wait is not a spin.
+_FATAL_CAUSE_POLL_S = 0.05
 
 
 class Outcome(enum.Enum):
@@ -115,24 +122,33 @@ def kafka_error_of(exc: BaseException) -> KafkaError | None:
     return None
 
 
-def fatal_cause(err: KafkaError, producers: Iterable[object]) -> KafkaError:
+def fatal_cause(
+    err: KafkaError, producers: Iterable[object], wait_s: float = FATAL_CAUSE_WAIT_S
+) -> KafkaError:
     """The error that made a producer fatal, when ``err`` only says that it is.
 
     Once a producer is fatal, ``produce`` fails with the bare ``_FATAL`` code; the cause
-    (e.g. ``_FENCED``: a newer owner took the transactional id over) is raised once, by the
-    next ``poll`` of that producer. A caller that does not know which of its producers
-    failed polls them all; if the cause was already taken, ``err`` is returned as it is.
+    (e.g. ``_FENCED``: a newer owner took the transactional id over) is raised once, by a
+    later ``poll`` of that producer. librdkafka marks the client fatal *before* it queues
+    that event (it logs the error in between), so a ``produce`` can see ``_FATAL`` while
+    the cause is not there yet: the producers are polled until it arrives, for at most
+    ``wait_s``. A caller that does not know which of its producers failed passes them all;
+    if the cause was already taken, ``err`` is returned as it is once ``wait_s`` is over.
     """
     if err.code() != KafkaError._FATAL:
         return err
-    for producer in producers:
-        try:
-            producer.poll(0)  # type: ignore[attr-defined]
-        except (KafkaException, SystemError) as exc:
-            cause = kafka_error_of(exc)
-            if cause is not None:
-                return cause
-    return err
+    candidates = list(producers)
+    deadline = time.monotonic() + wait_s
+    while True:
+        for producer in candidates:
+            try:
+                producer.poll(_FATAL_CAUSE_POLL_S)  # type: ignore[attr-defined]
+            except (KafkaException, SystemError) as exc:
+                cause = kafka_error_of(exc)
+                if cause is not None:
+                    return cause
+        if time.monotonic() >= deadline:
+            return err
 
 
 _AUTH_FAILURES = frozenset(
