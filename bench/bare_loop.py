@@ -2,12 +2,17 @@
 
 Same client settings as a k2k runner, same partition assignment style, no stages, no
 progress records, no Spark. Run one process per core, each with a share of the partitions.
+
+``--commit-ms N`` (steady runs only) writes through a transactional producer and commits
+every N ms, the shape of an exactly-once runner with ``batchTimeout: N milliseconds``: the
+latency ceiling of exactly-once on the same brokers, and the harness's broker warm-up.
 """
 
 from __future__ import annotations
 
 import argparse
 import signal
+import time
 
 from confluent_kafka import Consumer, TopicPartition
 
@@ -24,9 +29,14 @@ def main() -> None:
     ap.add_argument(
         "--ends", help="comma-separated end offsets, same order (none: run until SIGTERM)"
     )
+    ap.add_argument(
+        "--commit-ms", type=int, help="steady only: a transaction per this many milliseconds"
+    )
     args = ap.parse_args()
     parts = [int(p) for p in args.partitions.split(",")]
     steady = args.ends is None
+    if args.commit_ms is not None and not steady:
+        ap.error("--commit-ms: only for steady runs (without --ends)")
     ends = (
         {p: 2**62 for p in parts}
         if steady
@@ -35,7 +45,16 @@ def main() -> None:
     stopped = []
     signal.signal(signal.SIGTERM, lambda *_: stopped.append(True))
     consumer = Consumer(consumer_settings({"bootstrap.servers": args.source}, "bench-bare"))
-    producer = build_producer(producer_settings({"bootstrap.servers": args.target}, False))
+    transactional = args.commit_ms is not None
+    props = {"bootstrap.servers": args.target}
+    if transactional:
+        props["transactional.id"] = f"bench-bare-{args.dest}-{args.partitions}"
+    producer = build_producer(producer_settings(props, False, exactly_once=transactional))
+    if transactional:
+        producer.init_transactions(60)
+        producer.begin_transaction()
+    commit_s = (args.commit_ms or 0) / 1000
+    sealed = time.monotonic()
     consumer.assign([TopicPartition(args.topic, p, 0) for p in parts])
     produce, dest = producer.produce, args.dest
     remaining = {TopicPartition(args.topic, p) for p in parts if ends[p] > 0}
@@ -60,12 +79,18 @@ def main() -> None:
                 except BufferError:
                     producer.poll(0.05)
         producer.poll(0)
+        if transactional and time.monotonic() - sealed >= commit_s:
+            producer.commit_transaction(60)  # flushes the batch first
+            producer.begin_transaction()
+            sealed = time.monotonic()
         # Range ends are checked per batch from the consumer's positions, as a runner does.
         if steady:
             continue
         for tp in consumer.position(list(remaining)):
             if tp.offset >= ends[tp.partition]:
                 remaining = {r for r in remaining if r.partition != tp.partition}
+    if transactional:
+        producer.commit_transaction(60)
     producer.flush(120)
     consumer.close()
 

@@ -3,6 +3,10 @@
 * :class:`BareLoop` — two bare librdkafka consume→produce processes (one per core), the same
   client settings as a k2k runner, no stages, no progress records, no Spark. The ceiling for
   k2k's design.
+* :class:`BareLoopTransactional` — the same loops in steady state, committing a transaction
+  every 100 ms (one producer, committing in line): the latency floor of exactly-once with
+  100 ms batches on these brokers. The harness also runs it, unmeasured, to warm the brokers
+  up before the W2 windows.
 * :class:`ProducerPerfTool` — Kafka's own ``ProducerPerformance`` (kafka-producer-perf-test,
   from the same jars as the brokers) writing the same number and size of records into the
   target. It reads nothing, so it is the ceiling of the target side alone.
@@ -20,7 +24,7 @@ from k2k.local.install import ensure_kafka_installed, find_java
 
 ROOT = Path(__file__).resolve().parents[1]
 
-__all__ = ["BareLoop", "ProducerPerfTool"]
+__all__ = ["BareLoop", "BareLoopTransactional", "ProducerPerfTool"]
 
 
 class BareLoop(Contender):
@@ -42,7 +46,21 @@ class BareLoop(Contender):
             ]
             if not ctx.steady:
                 argv += ["--ends", ",".join(str(ctx.ends[p]) for p in parts)]
-            ctx.procs.append(subprocess.Popen(argv, cwd=ROOT))
+            ctx.procs.append(subprocess.Popen(argv + self.extra_args(), cwd=ROOT))
+
+    def extra_args(self) -> list[str]:
+        return []
+
+
+class BareLoopTransactional(BareLoop):
+    key = "bare-eos"
+    name = "bare loop, a transaction per 100 ms"
+    guarantee = "exactly-once"
+    backlog_capable = False
+    COMMIT_MS: ClassVar[int] = 100
+
+    def extra_args(self) -> list[str]:
+        return ["--commit-ms", str(self.COMMIT_MS)]
 
 
 class ProducerPerfTool(Contender):

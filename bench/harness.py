@@ -4,7 +4,8 @@
 
 1. Fetch every contender's jars (``setup``), then start one embedded source/target pair.
 2. Warm the brokers' JIT with an unmeasured bare-loop copy, so the first contender is not
-   penalised.
+   penalised (and, before the W2 runs, with an unmeasured W2-shaped copy: see
+   :func:`warm_brokers_for_steady`).
 3. **W1 backlog**: load each workload once into an 8-partition source topic; each contender
    copies it into a fresh target topic while a monitor samples the target's end offsets and
    the contender's process tree (CPU seconds, summed RSS) every 100 ms. A run counts only if
@@ -14,7 +15,9 @@
    started, warm-up records are written until one reaches the target and the probe has read
    one, then the same rate runs unmeasured for ``warmup_s``; then a paced writer sends
    ``rate`` records/s for the window while a probe on the target (``read_committed``)
-   measures source timestamp → visible latency (``bench/latency.py``).
+   measures source timestamp → visible latency (``bench/latency.py``). The CPU time the
+   brokers' JIT compilers use during the window is printed with it: a window that overlaps
+   the brokers' compilation measures the machine's warm-up, not the contender.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from pathlib import Path
 import psutil
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from bench.ceiling import BareLoop, ProducerPerfTool
+from bench.ceiling import BareLoop, BareLoopTransactional, ProducerPerfTool
 from bench.contender import Contender, Ctx, create_topic
 from bench.k2k_bench import K2KAtLeastOnce, K2KExactlyOnce, K2KExactlyOnceFastCommit
 from bench.latency import WARMUP, PacedWriter
@@ -60,6 +63,7 @@ CONTENDERS: list[type[Contender]] = [
     SparkStructuredStreaming,
     ProducerPerfTool,
     BareLoop,
+    BareLoopTransactional,
 ]
 
 #: A W1 run in which no record reached the target for this long says so in its note.
@@ -94,16 +98,20 @@ class Plan:
     backlog: tuple[Backlog, ...]
     steady: tuple[Steady, ...]
     warmup_records: int
+    #: The W2 broker warm-up's window (:func:`warm_brokers_for_steady`): the brokers'
+    #: compilers were busy for about 50 s of the first W2 contender's run without it.
+    steady_warmup_s: float
 
 
 FULL = Plan(
     (Backlog("W1-100B", 5_000_000, 100), Backlog("W1-1KB", 1_000_000, 1024)),
     (Steady(5_000, 60, 15), Steady(20_000, 60, 15)),
     1_000_000,
+    90,
 )
 #: Under 5 minutes on 2 cores: start-up (JVMs, Spark) dominates small runs, so quick mode
 #: keeps one backlog (the one the MirrorMaker 2 ratio is about) and one steady rate.
-QUICK = Plan((Backlog("W1-100B", 300_000, 100),), (Steady(5_000, 10, 5),), 200_000)
+QUICK = Plan((Backlog("W1-100B", 300_000, 100),), (Steady(5_000, 10, 5),), 200_000, 20)
 
 
 @dataclass
@@ -119,6 +127,8 @@ class Result:
     peak_rss_mb: float = 0.0
     p50_ms: float | None = None
     p99_ms: float | None = None
+    jit_s: float | None = None  # steady: CPU s of the brokers' JIT compilers in the window
+    steal_pct: float | None = None  # share of the machine's CPU time the hypervisor took
     complete: bool = False
     note: str = ""
 
@@ -227,6 +237,67 @@ def warm_transactions(bootstrap: str, seconds: float) -> None:
         reader.consume(1000, 0.01)
     reader.close()
     print(f"  warmed the target's transactions: {n:,} commits in {seconds:.0f} s", flush=True)
+
+
+def warm_brokers_for_steady(env: Env, first: Steady, seconds: float) -> None:
+    """Unmeasured: the transactional bare loop at the first W2 rate for ``seconds``.
+
+    Paced produce on the source, ``read_committed`` fetches on both clusters and 100 ms
+    transactions on the target are code paths the backlog warm-up leaves cold. On two cores
+    the brokers' JIT compilers took most of a core for the first minute of W2 load, so the
+    first W2 contender measured their warm-up (its p99 at 5k/s depended on whether it ran
+    first). Production brokers are long warm; this gives every contender warm ones.
+    """
+    shape = Steady(first.rate, seconds, first.warmup_s, first.value_size)
+    r = run_steady(BareLoopTransactional(), shape, env)
+    print(
+        f"  warmed the brokers for W2: {r.contender} at {first.rate:,}/s for "
+        f"{seconds:.0f} s (p99 {_ms(r.p99_ms)} ms; brokers' JIT {_jit(r)} CPU s, "
+        f"steal {_pct(r.steal_pct)} %, {_verdict(r, 'complete')})",
+        flush=True,
+    )
+
+
+def cpu_clock() -> tuple[int, int]:
+    """(all, stolen) CPU time of the machine so far, in clock ticks (``/proc/stat``)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    return sum(fields), fields[7]  # user nice system idle iowait irq softirq steal
+
+
+def steal_pct(since: tuple[int, int]) -> float:
+    """Percent of the machine's CPU time since ``since`` that the hypervisor gave elsewhere.
+
+    This machine is a VM: when its host is busy, steal reached 55-70 % of the time, and
+    every figure measured then is the host's, not the contender's (docs/benchmarks.md).
+    """
+    total, stolen = cpu_clock()
+    span = total - since[0]
+    return 100 * (stolen - since[1]) / span if span else 0.0
+
+
+def jit_cpu_s(pids: tuple[int, ...]) -> float:
+    """CPU seconds the JIT compiler threads of the JVMs ``pids`` have used (Linux ``/proc``).
+
+    HotSpot names them ``C1 CompilerThre…``/``C2 CompilerThre…``; a compiler thread that has
+    already exited is not counted, so this is a lower bound.
+    """
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+            except OSError:
+                continue
+            name, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :]
+            if "CompilerThre" in name:
+                fields = rest.split()
+                total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
 
 
 def _committed_reader(bootstrap: str, group: str) -> Consumer:
@@ -401,6 +472,7 @@ def run_backlog(c: Contender, w: Backlog, env: Env, ends: dict[int, int], limit:
     total = sum(ends.values())
     tails = last_keys(env.source, w.topic) if c.guarantee == "exactly-once" else {}
     started = time.monotonic()
+    clock = cpu_clock()
     monitor = Monitor(ctx.procs)
     c.start(ctx)
     monitor.start()
@@ -442,6 +514,7 @@ def run_backlog(c: Contender, w: Backlog, env: Env, ends: dict[int, int], limit:
         stop_processes(ctx.procs)
         monitor.stop()
     res.cpu_s = monitor.cpu_s()
+    res.steal_pct = steal_pct(clock)
     res.peak_rss_mb = monitor.peak_rss / 2**20
     res.wall = time.monotonic() - started
     if first is not None and done is not None:
@@ -519,11 +592,13 @@ def run_steady(c: Contender, s: Steady, env: Env) -> Result:
             time.sleep(0.2)  # a warm-up round, then look for the probe's ready file again
         writer.run(s.rate, s.warmup_s, WARMUP)
         monitor.sample()
-        cpu0 = monitor.cpu_s()
+        cpu0, jit0, clock = monitor.cpu_s(), jit_cpu_s(env.broker_pids), cpu_clock()
         writer.run(s.rate, s.seconds)
         probe.wait(s.seconds + 180)
         monitor.sample()
         res.cpu_s = monitor.cpu_s() - cpu0
+        res.steal_pct = steal_pct(clock)
+        res.jit_s = jit_cpu_s(env.broker_pids) - jit0 if env.broker_pids else None
         res.seconds = s.seconds
     finally:
         if probe is not None and probe.poll() is None:
@@ -536,7 +611,16 @@ def run_steady(c: Contender, s: Steady, env: Env) -> Result:
     res.p50_ms = figures.get("p50_ms")
     res.p99_ms = figures.get("p99_ms")
     (env.tmp / "latency.jsonl").open("a").write(
-        json.dumps({"contender": c.name, "workload": s.name, **figures}) + "\n"
+        json.dumps(
+            {
+                "contender": c.name,
+                "workload": s.name,
+                "jit_s": res.jit_s,
+                "steal_pct": res.steal_pct,
+                **figures,
+            }
+        )
+        + "\n"
     )
     received, dups = figures.get("received", 0), figures.get("duplicates", 0)
     res.complete = received == expect
@@ -559,6 +643,14 @@ def _verdict(r: Result, word: str) -> str:
     return f"{word} ({r.note})" if r.note else word
 
 
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0f}"
+
+
+def _jit(r: Result) -> str:
+    return "-" if r.jit_s is None else f"{r.jit_s:.1f}"
+
+
 def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v:,.0f}"
 
@@ -566,8 +658,8 @@ def _ms(v: float | None) -> str:
 def table(results: list[Result]) -> str:
     lines = [
         "| contender | guarantee | workload | records | records/s | MB/s | p50 ms | p99 ms "
-        "| copy s | wall s | CPU s | peak RSS MB | complete |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| copy s | wall s | CPU s | peak RSS MB | steal % | complete |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in results:
         steady = r.p50_ms is not None or r.workload.startswith("W2")
@@ -576,7 +668,7 @@ def table(results: list[Result]) -> str:
         lines.append(
             f"| {r.contender} | {r.guarantee} | {r.workload} | {r.records:,} | {rate} | {mbps} "
             f"| {_ms(r.p50_ms)} | {_ms(r.p99_ms)} | {r.seconds:.1f} | {r.wall:.1f} "
-            f"| {r.cpu_s:.1f} | {r.peak_rss_mb:,.0f} | {_verdict(r, 'yes')} |"
+            f"| {r.cpu_s:.1f} | {r.peak_rss_mb:,.0f} | {_pct(r.steal_pct)} | {_verdict(r, 'yes')} |"
         )
     return "\n".join(lines)
 
@@ -624,6 +716,7 @@ class Env:
     source: str
     target: str
     tmp: Path
+    broker_pids: tuple[int, ...] = ()  # embedded brokers only: their JIT time is reported
 
     def scratch(self, run: str) -> Path:
         d = self.tmp / run
@@ -684,7 +777,8 @@ def main() -> None:
         # Full JIT for the brokers (the test default stops at C1 for faster start-up), 1 GiB
         # heaps: production-like brokers, not test ones.
         pair = start_pair(tmp / "clusters", free_port(), free_port(), heap="1g", jvm_options=())
-        env = Env(pair.source.bootstrap, pair.target.bootstrap, tmp)
+        pids = tuple(pid for pid in (pair.source.pid, pair.target.pid) if pid is not None)
+        env = Env(pair.source.bootstrap, pair.target.bootstrap, tmp, pids)
         # After the brokers started: their threads keep niceness 0, every process started
         # from here on (contenders, Spark, MirrorMaker 2) inherits this one's.
         os.nice(args.client_nice)
@@ -704,10 +798,13 @@ def main() -> None:
                 results.append(r)
                 print(
                     f"  {r.contender:32} {w.name:8} {r.rate:>10,.0f} records/s "
-                    f"{r.mbps:7.1f} MB/s  {_verdict(r, 'complete')}",
+                    f"{r.mbps:7.1f} MB/s  steal {_pct(r.steal_pct):>3} %  {_verdict(r, 'complete')}",
                     flush=True,
                 )
-        for s in () if args.skip_steady else plan.steady:
+        steady = () if args.skip_steady else plan.steady
+        if steady and any(c.steady_capable for c in chosen):
+            warm_brokers_for_steady(env, steady[0], plan.steady_warmup_s)
+        for s in steady:
             for c in chosen:
                 if not c.steady_capable:
                     continue
@@ -715,7 +812,8 @@ def main() -> None:
                 results.append(r)
                 print(
                     f"  {r.contender:32} {s.name:8} p50 {_ms(r.p50_ms):>6} ms  "
-                    f"p99 {_ms(r.p99_ms):>6} ms  {_verdict(r, 'complete')}",
+                    f"p99 {_ms(r.p99_ms):>6} ms  brokers' JIT {_jit(r):>5} CPU s  "
+                    f"steal {_pct(r.steal_pct):>3} %  {_verdict(r, 'complete')}",
                     flush=True,
                 )
     finally:

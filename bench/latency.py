@@ -159,6 +159,7 @@ def probe(target: str, topic: str, partitions: int, expect: int, out: Path, limi
                 "p50_ms": percentile(lat_ms, 0.50),
                 "p99_ms": percentile(lat_ms, 0.99),
                 "max_ms": lat_ms[-1] if lat_ms else float("nan"),
+                "first_second": min(by_second) if by_second else None,
                 "per_second_max_ms": [round(max(v)) for _, v in sorted(by_second.items())],
             }
         )
