@@ -213,9 +213,9 @@ def warm_transactions(bootstrap: str, seconds: float) -> None:
 
     The backlog warm-up copies without transactions, so the broker's transaction paths
     (coordinator, partition registration, markers, the last stable offset) were still
-    cold when the first exactly-once contender ran. With this, MirrorMaker 2's W2 tail
-    shrank; k2k's first 20-25 s of a 5k/s window stayed slower than the rest (runs P and
-    Q in docs/benchmarks.md), so that part is not the brokers' transaction code.
+    cold when the first exactly-once contender ran (W1 and W2). W2's other cold paths and
+    the brokers' JIT are left to :func:`warm_brokers_for_steady` (run S in
+    docs/benchmarks.md).
     """
     topic, progress = "bench-warmup-txn", "bench-warmup-txn-progress"
     create_topic(bootstrap, topic, PARTITIONS)
@@ -258,13 +258,17 @@ def warm_brokers_for_steady(env: Env, first: Steady, seconds: float) -> None:
     )
 
 
-def cpu_clock() -> tuple[int, int]:
-    """(all, stolen) CPU time of the machine so far, in clock ticks (``/proc/stat``)."""
-    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
-    return sum(fields), fields[7]  # user nice system idle iowait irq softirq steal
+#: The parts of the machine's CPU time that add up to all of it (guest time is in ``user``).
+_CPU_PARTS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 
 
-def steal_pct(since: tuple[int, int]) -> float:
+def cpu_clock() -> tuple[float, float]:
+    """(all, stolen) CPU seconds of the machine so far (psutil, Linux)."""
+    t = psutil.cpu_times()
+    return sum(getattr(t, part) for part in _CPU_PARTS), t.steal
+
+
+def steal_pct(since: tuple[float, float]) -> float:
     """Percent of the machine's CPU time since ``since`` that the hypervisor gave elsewhere.
 
     This machine is a VM: when its host is busy, steal reached 55-70 % of the time, and
