@@ -54,13 +54,15 @@ class BareLoop(Contender):
 
 class BareLoopTransactional(BareLoop):
     key = "bare-eos"
-    name = "bare loop, a transaction per 100 ms"
+    name = "bare loop, transactions"
     guarantee = "exactly-once"
-    backlog_capable = False
     COMMIT_MS: ClassVar[int] = 100
+    #: k2k's default transaction in W1: ``batchSize`` 1,000 records for each of the four
+    #: partitions a runner copies.
+    COMMIT_RECORDS: ClassVar[int] = 4_000
 
     def extra_args(self) -> list[str]:
-        return ["--commit-ms", str(self.COMMIT_MS)]
+        return ["--commit-ms", str(self.COMMIT_MS), "--commit-records", str(self.COMMIT_RECORDS)]
 
 
 class ProducerPerfTool(Contender):
