@@ -680,8 +680,9 @@ def table(results: list[Result]) -> str:
 
 def backlog_order(chosen: list[Contender], rounds: int) -> list[Contender]:
     """The W1 runs of one workload: every round runs each backlog contender once, every
-    other round in reverse, so no contender always follows the same one (the brokers'
-    state after a run, such as JIT-compiled paths, favours whoever comes next)."""
+    other round in reverse, so no contender always follows the same one (the run that first
+    exercises a broker code path pays for its JIT compilation: run AA in
+    docs/benchmarks.md)."""
     capable = [c for c in chosen if c.backlog_capable]
     return [c for i in range(rounds) for c in (capable if i % 2 == 0 else capable[::-1])]
 
