@@ -3,10 +3,10 @@
 * :class:`BareLoop` — two bare librdkafka consume→produce processes (one per core), the same
   client settings as a k2k runner, no stages, no progress records, no Spark. The ceiling for
   k2k's design.
-* :class:`BareLoopTransactional` — the same loops in steady state, committing a transaction
-  every 100 ms (one producer, committing in line): the latency floor of exactly-once with
-  100 ms batches on these brokers. The harness also runs it, unmeasured, to warm the brokers
-  up before the W2 windows.
+* :class:`BareLoopTransactional` — the same loops through one transactional producer that
+  commits in line every 100 ms or 4,000 records: in W2 the latency floor of exactly-once
+  with 100 ms batches on these brokers (the harness also runs it, unmeasured, to warm the
+  brokers up before the W2 windows); in W1 what transactions of k2k's default size cost.
 * :class:`ProducerPerfTool` — Kafka's own ``ProducerPerformance`` (kafka-producer-perf-test,
   from the same jars as the brokers) writing the same number and size of records into the
   target. It reads nothing, so it is the ceiling of the target side alone.
