@@ -18,7 +18,7 @@ import time
 
 from confluent_kafka import Consumer, TopicPartition
 
-from k2k.clients.factory import build_producer, consumer_settings, producer_settings
+from k2k.kafka.factory import build_producer, consumer_settings, producer_settings
 
 
 def main() -> None:

@@ -29,7 +29,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
-from k2k.clients.faults import kafka_error_of
+from k2k.kafka.faults import kafka_error_of
 
 __all__ = [
     "Header",

@@ -1,9 +1,9 @@
 """The effective client settings: k2k's defaults, the user's properties over them, and the
-forced settings over both (k2k.clients.factory)."""
+forced settings over both (k2k.kafka.factory)."""
 
 from __future__ import annotations
 
-from k2k.clients.factory import consumer_settings, producer_settings
+from k2k.kafka.factory import consumer_settings, producer_settings
 
 
 def test_source_fetches_are_batched_by_default() -> None:

@@ -444,7 +444,7 @@ class SourceStage(K2KModel):
                 ) from None
             return value
         if isinstance(value, list) and value:
-            problems = [
+            problems: list[Problem] = [
                 ((index,), problem)
                 for index, name in enumerate(value)
                 if (problem := check_topic_name(name)) is not None

@@ -16,11 +16,11 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, TypeAdapter
 from pydantic.fields import FieldInfo
 
-from k2k.clients import factory
 from k2k.config import clients
 from k2k.config.durations import UNIT_SPELLINGS
 from k2k.config.hints import FieldDoc
 from k2k.config.model import PipelineConfig, TracingToggles
+from k2k.kafka import factory
 
 __all__ = ["generate", "main"]
 
@@ -133,7 +133,10 @@ def _default(field: FieldInfo) -> str:
     if field.is_required():
         return "required"
     value = field.get_default(call_default_factory=True)
-    annotated = Annotated[field.annotation, *field.metadata] if field.metadata else field.annotation
+    # A type form built at run time: nothing a type checker can know statically.
+    annotated: Any = (
+        Annotated[field.annotation, *field.metadata] if field.metadata else field.annotation
+    )
     adapter: TypeAdapter[Any] = TypeAdapter(annotated)
     dumped = adapter.dump_python(value, mode="json")
     if dumped is None:
@@ -226,8 +229,9 @@ def _client_sections() -> Iterator[str]:
     yield "\n### Defaults k2k sets\n"
     yield (
         "Set unless the pipeline sets the property itself. Why each is chosen is documented "
-        "where it is defined (`k2k.clients.factory`); the fetch defaults trade a few "
-        "milliseconds of latency for far fewer fetch requests (see docs/benchmarks.md)."
+        "where it is defined (`k2k.kafka.factory`), the measurements behind it in "
+        "docs/benchmarks.md#client-settings; the fetch defaults trade a few milliseconds of "
+        "latency for far fewer fetch requests."
     )
     yield "\n| Client | Property | Default |"
     yield "|---|---|---|"

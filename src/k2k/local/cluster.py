@@ -40,6 +40,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from k2k.errors import LocalClusterError
+from k2k.kafka.factory import build_admin
 from k2k.local.install import ensure_kafka_installed, find_java, java_build_id
 
 __all__ = [
@@ -58,7 +59,7 @@ MAX_MESSAGE_BYTES = 10 * 1024 * 1024
 
 DEFAULT_JVM_OPTIONS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 """JIT and GC flags for a fast start: the serial collector suits a small heap, and stopping at the
-C1 compiler starts the broker about 1 s sooner. C1 code is slower at peak throughput, so a
+C1 compiler starts the broker sooner. C1 code is slower at peak throughput, so a
 benchmark should pass its own ``jvm_options`` (e.g. ``()``) to measure the broker at full speed."""
 
 _LOG_TAIL_LINES = 20
@@ -112,7 +113,7 @@ class LocalCluster:
         chance to clean up (test sessions pass their own pid). None: the broker runs until
         :meth:`stop`, as ``k2k local up`` wants.
 
-    Start-up also uses a class-data-sharing archive of the broker's classes (about 1 s faster):
+    Start-up also uses a class-data-sharing archive of the broker's classes (a faster start):
     the first cluster that stops cleanly leaves one per JVM build next to the jars, and every
     later start maps it. A JVM that cannot use it loads classes the normal way (and says so in
     ``broker.log``).
@@ -462,12 +463,12 @@ class LocalCluster:
                 status = "" if code is None else f" with code {code}"
                 raise self._start_failure(f"the broker process exited{status} during start-up")
             if admin is None and _accepts_connections(self.port):
-                admin = AdminClient(
+                admin = build_admin(
                     {
                         "bootstrap.servers": self.bootstrap,
-                        "reconnect.backoff.ms": 50,
-                        "reconnect.backoff.max.ms": 200,
-                        "log_level": 0,
+                        "reconnect.backoff.ms": "50",
+                        "reconnect.backoff.max.ms": "200",
+                        "log_level": "0",
                     }
                 )
             if admin is not None:

@@ -249,7 +249,7 @@ def find_java() -> str:
 def _java_banner(java: str) -> str:
     """Return what ``java -version`` prints (it identifies the exact JVM build).
 
-    Cached: the answer cannot change within a process, and each probe starts a JVM (~50 ms).
+    Cached: the answer cannot change within a process, and each probe starts a JVM.
     """
     try:
         return subprocess.run(

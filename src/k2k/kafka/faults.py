@@ -3,11 +3,18 @@
 The data path and the planner never decide ad hoc what a ``KafkaError`` means: they ask
 :func:`classify`. The outcomes are
 
-* ``RETRY`` — librdkafka recovers by itself (reconnects, leader moves); keep going.
-* ``FAIL`` — the lease stops, its uncommitted work is abandoned (at-least-once: replayed
-  from the last progress record on the next start) and the pipeline reports the reason.
+* ``RETRY`` — transient: librdkafka recovers by itself (reconnects, leader moves), or the
+  failed call may be repeated as it is; keep going.
+* ``FAIL`` — the lease stops, its uncommitted work is abandoned (replayed from the last
+  progress record on the next start) and the pipeline reports the reason (:func:`describe`).
+* ``FENCED`` — another owner took the transactional id over: stand down without error; the
+  new owner continues from the committed progress.
+* ``ABORT`` — the open transaction cannot commit but the producer is still usable: abort
+  it; its batch is replayed from the last committed progress.
 
-Exactly-once will add fence-and-recreate and abort-and-replay.
+Rules, in order: fenced wins (a fenced producer is also fatal), then fatal fails, then
+abortable aborts, then transient retries; everything else fails, so an error nobody
+expected is never silent loss.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import enum
 import time
 from collections.abc import Iterable
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from k2k.errors import ClusterError
 
@@ -37,8 +44,19 @@ _FATAL_CAUSE_POLL_S = 0.05
 
 
 class Outcome(enum.Enum):
+    """What the caller does about one client error (see the module docstring)."""
+
     RETRY = "retry"
     FAIL = "fail"
+    FENCED = "fenced"
+    ABORT = "abort"
+
+
+#: A newer producer with the same transactional id exists: librdkafka's own code when it
+#: noticed, and the broker's two answers to a stale epoch.
+_FENCED = frozenset(
+    {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+)
 
 
 #: Transient conditions librdkafka retries internally; surfacing them is informational.
@@ -88,10 +106,18 @@ _HINTS = {
 
 
 def classify(err: KafkaError) -> Outcome:
-    """Map one client error to its outcome. Fatal and unknown errors fail: never silent loss."""
+    """Map one client error to its outcome. Fatal and unknown errors fail: never silent loss.
+
+    A bare ``_FATAL`` (a call on a producer that is already fatal) fails; pass it through
+    :func:`fatal_cause` first to learn whether the producer was fenced.
+    """
+    if err.code() in _FENCED:
+        return Outcome.FENCED
     if err.fatal():
         return Outcome.FAIL
-    if err.code() in _TRANSIENT:
+    if err.txn_requires_abort():
+        return Outcome.ABORT
+    if err.retriable() or err.code() in _TRANSIENT:
         return Outcome.RETRY
     return Outcome.FAIL
 
@@ -123,7 +149,7 @@ def kafka_error_of(exc: BaseException) -> KafkaError | None:
 
 
 def fatal_cause(
-    err: KafkaError, producers: Iterable[object], wait_s: float = FATAL_CAUSE_WAIT_S
+    err: KafkaError, producers: Iterable[Producer], wait_s: float = FATAL_CAUSE_WAIT_S
 ) -> KafkaError:
     """The error that made a producer fatal, when ``err`` only says that it is.
 
@@ -142,7 +168,7 @@ def fatal_cause(
     while True:
         for producer in candidates:
             try:
-                producer.poll(_FATAL_CAUSE_POLL_S)  # type: ignore[attr-defined]
+                producer.poll(_FATAL_CAUSE_POLL_S)
             except (KafkaException, SystemError) as exc:
                 cause = kafka_error_of(exc)
                 if cause is not None:

@@ -1,8 +1,9 @@
-"""Builds librdkafka clients from the already-translated client properties.
+"""Builds every librdkafka client k2k uses, from already-translated client properties.
 
 Two layers of settings meet here: *defaults* tuned for replication, which the user's
 properties override, and *forced* settings the replicator's guarantees depend on, which the
-user cannot override (the config model already refuses them with a reason). Clients are not
+user cannot override (the config model already refuses them with a reason). The
+measurements behind the defaults are in docs/benchmarks.md#client-settings. Clients are not
 picklable: runners build theirs inside the Spark task.
 """
 
@@ -11,13 +12,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
 __all__ = [
     "CONSUMER_DEFAULTS",
     "PRODUCER_DEFAULTS",
     "TRANSACTIONAL_DEFAULTS",
+    "ErrorCallback",
     "build_admin",
     "build_consumer",
     "build_producer",
@@ -26,17 +28,12 @@ __all__ = [
     "producer_settings",
 ]
 
-#: Source consumer defaults. ``fetch.queue.backoff.ms`` low: librdkafka's 1000 ms default
-#: stalls fetching whenever the local queue fills; the queue is sized per process because
-#: every concurrent runner task is its own Python process.
-#:
-#: Fetches are batched: the broker answers once 64 KiB are ready or 25 ms have passed.
-#: librdkafka sends the next fetch as soon as the last one returns, so with the Kafka
-#: default (1 byte) a source written in small bursts was fetched about 1,000 times a
-#: second per runner, each answer a few records. Measured at 5k records/s on the
-#: benchmark machine (2 cores shared with both brokers): k2k's CPU fell from about 25 to
-#: 6 s per minute and the at-least-once p99 from 326-720 ms to 40-62 ms, for about 10 ms
-#: more median latency. In a backlog every fetch finds 64 KiB at once (docs/benchmarks.md).
+#: Source consumer defaults. ``fetch.queue.backoff.ms`` low: librdkafka's default stalls
+#: fetching whenever the local queue fills; the queue is sized per process because every
+#: concurrent runner task is its own Python process. Fetches are batched
+#: (``fetch.min.bytes``, ``fetch.wait.max.ms``): librdkafka fetches again as soon as an
+#: answer arrives, so a source written in small bursts would be fetched a few records at a
+#: time, costing CPU and latency (docs/benchmarks.md#client-settings).
 CONSUMER_DEFAULTS: dict[str, str] = {
     "isolation.level": "read_committed",
     "fetch.queue.backoff.ms": "1",
@@ -86,7 +83,7 @@ PRODUCER_FORCED: dict[str, str] = {
     "enable.idempotence": "true",
     "enable.gapless.guarantee": "true",
     # The largest value (24.8 days), not 0 ("infinite"): with 0, librdkafka sends late
-    # (measured: p99 170-195 ms instead of 56-90 ms for a copy loop at 5k records/s).
+    # (docs/benchmarks.md#client-settings).
     "message.timeout.ms": "2147483647",
 }
 
@@ -111,15 +108,11 @@ def delivery_timeout_s(props: Mapping[str, str]) -> float:
 #: ``message.timeout.ms`` <= ``transaction.timeout.ms``.
 TRANSACTIONAL_FORCED: dict[str, str] = {"acks": "all", "enable.idempotence": "true"}
 
-#: Exactly-once target-producer defaults, over ``PRODUCER_DEFAULTS``. Every commit point
-#: flushes, which makes every partition's batch ready to send at once. When more are ready
-#: than the connection has request slots, librdkafka's broker thread polls its socket
-#: without sleeping until a slot frees (librdkafka issue #3692): with the default of 5 in
-#: flight that thread took a whole core while the broker worked, and on a shared machine
-#: starved the broker it waited for (docs/benchmarks.md, "broker starvation"). With 2 the
-#: wait costs almost nothing, and one request still carries every ready batch of a broker,
-#: so the window is not the limit (W1 exactly-once, 100 B: 169,360 records/s with 2,
-#: 48,101 with 5, in the same run).
+#: Exactly-once target-producer defaults, over ``PRODUCER_DEFAULTS``. A commit point makes
+#: every partition's batch ready at once; with more ready than request slots, librdkafka's
+#: broker thread spins until a slot frees (librdkafka issue #3692), starving a broker on the
+#: same machine. With 2 in flight that wait is cheap, and one request still carries every
+#: ready batch of a broker (docs/benchmarks.md#client-settings).
 TRANSACTIONAL_DEFAULTS: dict[str, str] = {"max.in.flight.requests.per.connection": "2"}
 
 
@@ -143,9 +136,13 @@ def producer_settings(
     return conf
 
 
-def build_consumer(
-    conf: Mapping[str, str], on_error: Callable[..., None] | None = None
-) -> Consumer:
+#: librdkafka's global error callback (``error_cb``): connection, authentication and
+#: fatal client errors that no single call reports.
+ErrorCallback = Callable[[KafkaError], None]
+
+
+def build_consumer(conf: Mapping[str, str], on_error: ErrorCallback | None = None) -> Consumer:
+    """A consumer with exactly ``conf`` (see :func:`consumer_settings` for k2k's layers)."""
     settings: dict[str, object] = dict(conf)
     if on_error is not None:
         settings["error_cb"] = on_error
@@ -165,9 +162,9 @@ _PRODUCER_LOG = logging.getLogger("k2k.librdkafka.producer")
 _PRODUCER_LOG.addFilter(_DropGaplessNotice())
 
 
-def build_producer(
-    conf: Mapping[str, str], on_error: Callable[..., None] | None = None
-) -> Producer:
+def build_producer(conf: Mapping[str, str], on_error: ErrorCallback | None = None) -> Producer:
+    """A producer with exactly ``conf`` (see :func:`producer_settings`); librdkafka's log
+    lines go to the ``k2k.librdkafka.producer`` logger."""
     settings: dict[str, object] = dict(conf)
     if on_error is not None:
         settings["error_cb"] = on_error
@@ -175,5 +172,9 @@ def build_producer(
     return Producer(settings)
 
 
-def build_admin(conf: Mapping[str, str]) -> AdminClient:
-    return AdminClient(dict(conf))
+def build_admin(conf: Mapping[str, str], on_error: ErrorCallback | None = None) -> AdminClient:
+    """An admin client with exactly ``conf``."""
+    if on_error is None:
+        return AdminClient(dict(conf))
+    # The stub types the config dict as plain values; callbacks go in as keyword settings.
+    return AdminClient(dict(conf), error_cb=on_error)

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
-    AdminClient,
     ConfigResource,
     ConfigSource,
     NewTopic,
@@ -20,8 +19,9 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from k2k.clients.faults import cluster_error
 from k2k.errors import ClusterError, TopicError
+from k2k.kafka.factory import build_admin
+from k2k.kafka.faults import cluster_error
 
 __all__ = ["ClusterView", "TopicInfo"]
 
@@ -40,7 +40,7 @@ class ClusterView:
         self.bootstrap = conf.get("bootstrap.servers", "?")
         self.timeout_s = timeout_s
         self.last_client_error: KafkaError | None = None
-        self.admin = AdminClient({**conf, "error_cb": self._on_client_error})
+        self.admin = build_admin(conf, on_error=self._on_client_error)
 
     def _failure(self, exc: KafkaException, doing: str) -> ClusterError:
         self.admin.poll(0)  # serve queued error callbacks: they carry the real cause

@@ -14,14 +14,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
 
-from k2k.clients.faults import cluster_error, describe
 from k2k.errors import ClusterError
+from k2k.kafka.factory import build_consumer
+from k2k.kafka.faults import cluster_error, describe
 
 __all__ = ["SyncTimeout", "TopicTail"]
 
-Handler = Callable[[object], None]
+Handler = Callable[[Message], None]
 
 
 class SyncTimeout(ClusterError):
@@ -60,11 +61,11 @@ class TopicTail:
             "isolation.level": "read_committed",
             "fetch.wait.max.ms": "50",
         }
-        self._consumer = Consumer(conf)
+        self._consumer = build_consumer(conf)
         # A read_committed client's "latest" offset is the last stable offset; the high
         # watermark needs a read_uncommitted one (it only queries offsets, never reads).
         self._ends = (
-            Consumer({**conf, "isolation.level": "read_uncommitted"})
+            build_consumer({**conf, "isolation.level": "read_uncommitted"})
             if past_open_transactions
             else self._consumer
         )
@@ -116,14 +117,15 @@ class TopicTail:
         if self._ends is not self._consumer:
             self._ends.close()
 
-    def _take(self, m: object, handle: Handler) -> None:
-        err = m.error()  # type: ignore[attr-defined]
-        part = m.partition()  # type: ignore[attr-defined]
-        if err is not None:
-            if err.code() == KafkaError._PARTITION_EOF:
-                # Under read_committed the end may lie past markers and aborted records.
-                self._next[part] = max(self._next[part], m.offset())  # type: ignore[attr-defined]
-                return
+    def _take(self, m: Message, handle: Handler) -> None:
+        err, part, offset = m.error(), m.partition(), m.offset()
+        if err is not None and err.code() != KafkaError._PARTITION_EOF:
             raise ClusterError(f"reading {self.topic} on the target: {describe(err)}")
-        self._next[part] = m.offset() + 1  # type: ignore[attr-defined]
+        # Records and EOF events of an assigned partition always carry both.
+        assert part is not None and offset is not None
+        if err is not None:
+            # Under read_committed the end may lie past markers and aborted records.
+            self._next[part] = max(self._next[part], offset)
+            return
+        self._next[part] = offset + 1
         handle(m)

@@ -1,1 +1,0 @@
-"""Kafka clients for k2k: construction with k2k's settings, admin queries, fault classes."""

@@ -1,0 +1,3 @@
+"""Kafka clients for k2k: construction with k2k's settings, fault classification, admin
+queries, control-topic tails and the murmur2 key hash. Nothing here knows Spark or the
+pipeline; every other package builds and classifies its Kafka clients through this one."""
