@@ -10,7 +10,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from k2k.coordination.formats import OwnerRecord, ProgressRecord, decode_assignment
+from k2k.formats import OwnerRecord, ProgressRecord, decode_assignment
 from tests.integration.conftest import BASE_TS
 from tests.kafkautil import Rec, read_all
 

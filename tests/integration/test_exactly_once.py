@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from k2k.coordination.formats import ReleaseRecord, decode_assignment
+from k2k.formats import ReleaseRecord, decode_assignment
 from tests.integration.conftest import (
     k2k_cli,
     pipeline_dict,

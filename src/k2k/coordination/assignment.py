@@ -29,6 +29,9 @@ later claim and never writes.
 
 At-least-once pipelines use the same records without transactional ids: the split and the
 releases work the same, and after ``graceWindow`` a new owner simply starts.
+
+:class:`AssignmentView` holds what was read (pure state, its invariants listed there);
+:class:`Assignment` does the reading, writing and fencing around it.
 """
 
 from __future__ import annotations
@@ -39,29 +42,43 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Message
 
-from k2k.clients.faults import describe, kafka_error_of
-from k2k.coordination.formats import (
+from k2k.errors import ClusterError, K2KError
+from k2k.formats import (
+    AssignmentRecord,
     MemberRecord,
     OwnerRecord,
     ReleaseRecord,
     read_assignment,
 )
-from k2k.coordination.tail import SyncTimeout, TopicTail
-from k2k.errors import ClusterError, K2KError
-from k2k.pipeline.stages import murmur2_partition
+from k2k.kafka.factory import build_producer
+from k2k.kafka.faults import describe, kafka_error_of
+from k2k.kafka.murmur2 import murmur2_partition
+from k2k.kafka.tail import SyncTimeout, TopicTail
 
-__all__ = ["Assignment", "StandDown", "default_member_name", "producer_ids", "transactional_id"]
+__all__ = [
+    "Assignment",
+    "AssignmentView",
+    "StandDown",
+    "default_member_name",
+    "producer_ids",
+    "transactional_id",
+]
 
 log = logging.getLogger("k2k.assignment")
 
 TP = tuple[str, int]
 Policy = Literal["fail", "ignore"]
+#: A previous claim a claimant must deal with: (partition, claim id).
+PreviousClaim = tuple[TP, str]
+#: What a claimant does about a previous claim: nothing more (a release settled it), fence
+#: its transactional id now (an earlier runner of this member, or a dead member), or wait.
+Verdict = Literal["settled", "fence", "wait"]
 
 
 class StandDown(K2KError):
@@ -87,7 +104,7 @@ def transactional_id(group: str, member: str, slot: int) -> str:
 
 def producer_ids(txid: str) -> tuple[str, str]:
     """The two producers' ids behind a runner's transactional id (a claim names ``txid``;
-    the runner writes through both in turn, see :mod:`k2k.pipeline.transactions`).
+    the runner writes through both in turn, see :mod:`k2k.pipeline.commit.transactions`).
 
     >>> producer_ids("k2k-orders-dr-host-a-3")
     ('k2k-orders-dr-host-a-3.a', 'k2k-orders-dr-host-a-3.b')
@@ -95,8 +112,135 @@ def producer_ids(txid: str) -> tuple[str, str]:
     return f"{txid}.a", f"{txid}.b"
 
 
+class AssignmentView:
+    """Runs on: driver. What one member session has read of its commit group's assignment
+    records: pure state, fed one record at a time by :meth:`apply`; no clients, no clock.
+
+    Invariants (``tp`` is a source partition):
+
+    A. ``members[name]`` is the newest member record of this group read under ``name``,
+       with its record timestamp.
+    B. ``owners[tp]`` is the newest owner record (claim) of this group read for ``tp``.
+    C. ``unsettled[tp]`` holds the claims on ``tp`` read since the release that settled the
+       last of the earlier ones, in log order: a contiguous suffix of the claims read for
+       ``tp``. So a non-empty chain ends with ``owners[tp]``, and every key of
+       ``unsettled`` is a key of ``owners``.
+    D. A release removes its claim and every earlier one from the chain (their claimant
+       waited for or fenced them before it wrote); a release naming a claim that is not in
+       the chain (stale, or settled already) changes nothing.
+    E. ``now_ms`` is the newest timestamp of this session's own member records (0 before
+       the first), so it never decreases.
+    F. Every record stored is of this view's ``group``; records of other groups change
+       nothing.
+
+    Liveness compares record timestamps with ``now_ms`` only, so the view never needs a
+    clock of its own and every member computes the same split from the same records.
+    """
+
+    def __init__(self, group: str, member: str, session: str, grace_ms: int) -> None:
+        self.group = group
+        self.member = member
+        self.session = session
+        self.grace_ms = grace_ms
+        self.members: dict[str, tuple[MemberRecord, int]] = {}  # newest record, its timestamp
+        self.owners: dict[TP, OwnerRecord] = {}  # newest claim per partition
+        self.unsettled: dict[TP, list[OwnerRecord]] = {}  # claims since the last release
+        self.now_ms = 0  # our own newest heartbeat's timestamp: "now" on the topic's clock
+
+    def apply(self, record: AssignmentRecord, timestamp_ms: int) -> None:
+        """Take one record read from the topic, in log order, with its record timestamp."""
+        if record.group != self.group:
+            return
+        if isinstance(record, MemberRecord):
+            self.members[record.member] = (record, timestamp_ms)
+            if record.member == self.member and record.session == self.session:
+                self.now_ms = max(self.now_ms, timestamp_ms)
+        elif isinstance(record, OwnerRecord):
+            tp = (record.topic, record.partition)
+            self.owners[tp] = record
+            self.unsettled.setdefault(tp, []).append(record)
+        else:
+            self._release(record)
+
+    def _release(self, record: ReleaseRecord) -> None:
+        chain = self.unsettled.get((record.topic, record.partition), [])
+        for i, owner in enumerate(chain):
+            if owner.claim == record.claim:
+                del chain[: i + 1]
+                return
+
+    def alive(self) -> dict[str, MemberRecord]:
+        """Members whose newest record says ``alive`` and is within ``graceWindow`` of our
+        own newest heartbeat (this member counts alive while its own record says so)."""
+        since = self.now_ms - self.grace_ms
+        return {
+            name: rec
+            for name, (rec, ts) in self.members.items()
+            if rec.state == "alive" and (name == self.member or ts >= since)
+        }
+
+    def active_members(self) -> tuple[str, ...]:
+        """The members that share the work now: the alive non-standby ones, else standbys."""
+        alive = self.alive()
+        working = sorted(m for m, r in alive.items() if not r.standby)
+        return tuple(working or sorted(alive))
+
+    def share(self, partitions: Iterable[TP], members: tuple[str, ...]) -> list[TP]:
+        """This member's partitions: the sorted partitions dealt round robin to ``members``.
+
+        >>> AssignmentView("g", "b", "s", 1000).share([("t", 2), ("t", 0), ("t", 1)], ("a", "b"))
+        [('t', 1)]
+        """
+        if self.member not in members:
+            return []
+        i, n = members.index(self.member), len(members)
+        return [tp for k, tp in enumerate(sorted(partitions)) if k % n == i]
+
+    def claimed_elsewhere(self, claims: Mapping[TP, str]) -> list[TP]:
+        """Partitions among ``claims`` (partition -> claim id) whose newest claim is no
+        longer ours."""
+        return [
+            tp
+            for tp, claim in claims.items()
+            if tp not in self.owners or self.owners[tp].claim != claim
+        ]
+
+    def newer_session(self) -> MemberRecord | None:
+        """The newest record under our member name when it is of a newer session than ours
+        (another process took the name), else None."""
+        mine = self.members.get(self.member)
+        if mine is not None and mine[0].session > self.session:
+            return mine[0]
+        return None
+
+    def previous_claims(self, tps: Iterable[TP]) -> dict[PreviousClaim, OwnerRecord]:
+        """The unsettled claims on ``tps``: what a new claimant must wait for or fence."""
+        return {(tp, rec.claim): rec for tp in tps for rec in self.unsettled.get(tp, [])}
+
+    def verdicts(
+        self, pending: Mapping[PreviousClaim, OwnerRecord]
+    ) -> dict[PreviousClaim, Verdict]:
+        """What a claimant does now about each previous claim in ``pending``."""
+        alive = self.alive()
+        out: dict[PreviousClaim, Verdict] = {}
+        for (tp, claim), rec in pending.items():
+            if all(r.claim != claim for r in self.unsettled.get(tp, [])):
+                out[(tp, claim)] = "settled"
+            elif rec.member == self.member or rec.member not in alive:
+                # An earlier runner of this member (a runner re-initialising the same id
+                # fences it itself), or a dead member: no reason to wait.
+                out[(tp, claim)] = "fence"
+            else:
+                out[(tp, claim)] = "wait"
+        return out
+
+
 class Assignment:
-    """Runs on: driver. This member's view of the assignment topic, and its writes to it."""
+    """Runs on: driver. This member's view of the assignment topic, and its writes to it.
+
+    The state read so far is :attr:`view` (an :class:`AssignmentView`); ``members``,
+    ``owners``, ``unsettled`` and ``now_ms`` read through to it.
+    """
 
     def __init__(
         self,
@@ -118,7 +262,6 @@ class Assignment:
         self.group = group
         self.member = member
         self.standby = standby
-        self.grace_ms = int(grace_s * 1000)
         self.grace_s = grace_s
         self.heartbeat_s = max(0.2, min(2.0, grace_s / 5))
         self.fencing_parallelism = fencing_parallelism
@@ -126,8 +269,10 @@ class Assignment:
         # Sessions sort by start time: the newest session of a member name wins.
         self.session = f"{int(time.time() * 1000):013d}-{uuid.uuid4().hex[:8]}"
         self.host = socket.gethostname()
+        self.view = AssignmentView(group, member, self.session, int(grace_s * 1000))
         self._producer_conf = dict(producer_conf)
-        self._producer = Producer(
+        # Claims must be readable as soon as they are acknowledged: durable, unbatched.
+        self._producer = build_producer(
             {**producer_conf, "acks": "all", "enable.idempotence": "true", "linger.ms": "0"}
         )
         self._tail = TopicTail(
@@ -137,14 +282,30 @@ class Assignment:
             group_id=f"k2k.{group}.assignment-reader",
             timeout_s=sync_timeout_s,
         )
-        self.members: dict[str, tuple[MemberRecord, int]] = {}  # newest record, its timestamp
-        self.owners: dict[TP, OwnerRecord] = {}  # newest claim per partition
-        self.unsettled: dict[TP, list[OwnerRecord]] = {}  # claims since the last release
-        self.now_ms = 0  # timestamp of our own newest heartbeat: "now" on the topic's clock
         self.write_error: str | None = None
         self._claims = 0
         self._beating = threading.Event()
         self._beats: threading.Thread | None = None
+
+    @property
+    def grace_ms(self) -> int:
+        return self.view.grace_ms
+
+    @property
+    def members(self) -> dict[str, tuple[MemberRecord, int]]:
+        return self.view.members
+
+    @property
+    def owners(self) -> dict[TP, OwnerRecord]:
+        return self.view.owners
+
+    @property
+    def unsettled(self) -> dict[TP, list[OwnerRecord]]:
+        return self.view.unsettled
+
+    @property
+    def now_ms(self) -> int:
+        return self.view.now_ms
 
     # -- reading -------------------------------------------------------------------------
 
@@ -170,37 +331,19 @@ class Assignment:
 
     def alive(self) -> dict[str, MemberRecord]:
         """Members whose newest heartbeat is within ``graceWindow`` of ours."""
-        out = {}
-        for name, (rec, ts) in self.members.items():
-            if rec.state == "alive" and (name == self.member or ts >= self.now_ms - self.grace_ms):
-                out[name] = rec
-        return out
+        return self.view.alive()
 
     def active_members(self) -> tuple[str, ...]:
         """The members that share the work now: the alive non-standby ones, else standbys."""
-        alive = self.alive()
-        working = sorted(m for m, r in alive.items() if not r.standby)
-        return tuple(working or sorted(alive))
+        return self.view.active_members()
 
     def share(self, partitions: list[TP], members: tuple[str, ...]) -> list[TP]:
-        """This member's partitions: the sorted partitions dealt round robin to ``members``.
-
-        >>> a = Assignment.__new__(Assignment); a.member = "b"
-        >>> a.share([("t", 0), ("t", 1), ("t", 2)], ("a", "b"))
-        [('t', 1)]
-        """
-        if self.member not in members:
-            return []
-        i, n = members.index(self.member), len(members)
-        return [tp for k, tp in enumerate(sorted(partitions)) if k % n == i]
+        """This member's partitions: the sorted partitions dealt round robin to ``members``."""
+        return self.view.share(partitions, members)
 
     def claimed_elsewhere(self, claims: Mapping[TP, str]) -> list[TP]:
         """Partitions among ``claims`` whose newest claim is no longer ours."""
-        return [
-            tp
-            for tp, claim in claims.items()
-            if tp not in self.owners or self.owners[tp].claim != claim
-        ]
+        return self.view.claimed_elsewhere(claims)
 
     # -- writing -------------------------------------------------------------------------
 
@@ -225,53 +368,9 @@ class Assignment:
         unsettled, so they are waited for (or fenced) again. Returns early (claims written,
         nothing fenced) when ``stopping()`` becomes true.
         """
-        pending = {(tp, rec.claim): rec for tp in claims for rec in self.unsettled.get(tp, [])}
-        ids: dict[TP, str] = {}
-        now_ms = int(time.time() * 1000)
-        for tp, txid in claims.items():
-            self._claims += 1
-            claim = f"{self.session}/{self._claims}"
-            ids[tp] = claim
-            rec = OwnerRecord(
-                self.group, tp[0], tp[1], self.member, self.session, txid, claim, now_ms
-            )
-            self._send(*rec.encode())
-        self._producer.flush(self._tail.timeout_s)
-        self._raise_write_error()
-        to_fence: dict[str, list[TP]] = {}
-
-        def fence_later(tp: TP, rec: OwnerRecord) -> None:
-            if rec.transactional_id and rec.transactional_id != claims[tp]:
-                to_fence.setdefault(rec.transactional_id, []).append(tp)
-
-        deadline = time.monotonic() + self.grace_s
-        while pending and not stopping():
-            alive = self.alive()
-            for key, rec in sorted(pending.items()):
-                tp = key[0]
-                if all(r.claim != rec.claim for r in self.unsettled.get(tp, [])):
-                    del pending[key]  # settled by a release
-                elif rec.member == self.member or rec.member not in alive:
-                    # An earlier runner of this member (a runner re-initialising the same id
-                    # fences it itself), or a dead member: no reason to wait.
-                    del pending[key]
-                    fence_later(tp, rec)
-            if not pending:
-                break
-            if time.monotonic() >= deadline:
-                for (tp, _), rec in sorted(pending.items()):
-                    log.warning(
-                        "%s[%d]: member %s did not release it within graceWindow (%g s); "
-                        "fencing it",
-                        tp[0],
-                        tp[1],
-                        rec.member,
-                        self.grace_s,
-                    )
-                    fence_later(tp, rec)
-                break
-            time.sleep(0.05)
-            self.tick()
+        pending = self.view.previous_claims(claims)
+        ids = self._write_claims(claims)
+        to_fence = self._await_previous(pending, claims, stopping)
         if not stopping():
             self._fence(to_fence)
         return ids
@@ -310,83 +409,119 @@ class Assignment:
 
     # -- internals -----------------------------------------------------------------------
 
+    def _write_claims(self, claims: Mapping[TP, str]) -> dict[TP, str]:
+        """Write one owner record per partition, acknowledged before anything else happens:
+        a claim must be visible before its predecessors are fenced."""
+        ids: dict[TP, str] = {}
+        now_ms = int(time.time() * 1000)
+        for tp, txid in claims.items():
+            self._claims += 1
+            claim = f"{self.session}/{self._claims}"
+            ids[tp] = claim
+            rec = OwnerRecord(
+                self.group, tp[0], tp[1], self.member, self.session, txid, claim, now_ms
+            )
+            self._send(*rec.encode())
+        self._producer.flush(self._tail.timeout_s)
+        self._raise_write_error()
+        return ids
+
+    def _await_previous(
+        self,
+        pending: dict[PreviousClaim, OwnerRecord],
+        claims: Mapping[TP, str],
+        stopping: Callable[[], bool],
+    ) -> dict[str, list[TP]]:
+        """Wait up to ``graceWindow`` for the releases of ``pending``; returns the
+        transactional ids to fence (with their partitions): those of previous claims that
+        need no wait, and of those still unreleased at the deadline."""
+        to_fence: dict[str, list[TP]] = {}
+
+        def fence_later(tp: TP, rec: OwnerRecord) -> None:
+            if rec.transactional_id and rec.transactional_id != claims[tp]:
+                to_fence.setdefault(rec.transactional_id, []).append(tp)
+
+        deadline = time.monotonic() + self.grace_s
+        while pending and not stopping():
+            for key, verdict in sorted(self.view.verdicts(pending).items()):
+                if verdict != "wait":
+                    rec = pending.pop(key)
+                    if verdict == "fence":
+                        fence_later(key[0], rec)
+            if not pending:
+                break
+            if time.monotonic() >= deadline:
+                for (tp, _), rec in sorted(pending.items()):
+                    log.warning(
+                        "%s[%d]: member %s did not release it within graceWindow (%g s); "
+                        "fencing it",
+                        tp[0],
+                        tp[1],
+                        rec.member,
+                        self.grace_s,
+                    )
+                    fence_later(tp, rec)
+                break
+            time.sleep(0.05)
+            self.tick()
+        return to_fence
+
     def _fence(self, to_fence: dict[str, list[TP]]) -> None:
         """Initialise both producer ids of each previous owner's transactional id: their
         open transactions are aborted and every later write of them is rejected."""
         if not to_fence:
             return
-
-        def fence(txid: str, tps: list[TP]) -> None:
-            started = time.monotonic()
-            p = Producer({**self._producer_conf, "transactional.id": txid})
-            try:
-                p.init_transactions(max(30.0, self._tail.timeout_s))
-            except KafkaException as exc:
-                err = kafka_error_of(exc)
-                raise ClusterError(
-                    f"could not fence transactional id {txid!r}: {describe(err) if err else exc}"
-                ) from None
-            finally:
-                p.flush(0)
-            log.info(
-                "fenced %s (previous owner of %s) in %.2f s",
-                txid,
-                ", ".join(f"{t}[{p_}]" for t, p_ in tps),
-                time.monotonic() - started,
-            )
-
         with ThreadPoolExecutor(self.fencing_parallelism, "k2k-fence") as pool:
             futures = [
-                pool.submit(fence, pid, to_fence[t])
+                pool.submit(self._fence_one, pid, to_fence[t])
                 for t in sorted(to_fence)
                 for pid in producer_ids(t)
             ]
             for future in futures:
                 future.result()
 
+    def _fence_one(self, txid: str, tps: list[TP]) -> None:
+        started = time.monotonic()
+        p = build_producer({**self._producer_conf, "transactional.id": txid})
+        try:
+            p.init_transactions(max(30.0, self._tail.timeout_s))
+        except KafkaException as exc:
+            err = kafka_error_of(exc)
+            raise ClusterError(
+                f"could not fence transactional id {txid!r}: {describe(err) if err else exc}"
+            ) from None
+        finally:
+            p.flush(0)
+        log.info(
+            "fenced %s (previous owner of %s) in %.2f s",
+            txid,
+            ", ".join(f"{t}[{part}]" for t, part in tps),
+            time.monotonic() - started,
+        )
+
     def _send(self, key: bytes, value: bytes) -> None:
         part = murmur2_partition(key, self.partitions)
         self._producer.produce(self.topic, value, key, part, on_delivery=self._on_delivery)
         self._producer.poll(0)
 
-    def _on_delivery(self, err: object, _msg: object) -> None:
+    def _on_delivery(self, err: KafkaError | None, _msg: Message) -> None:
         if err is not None and self.write_error is None:
-            self.write_error = f"could not write to {self.topic}: {describe(err)}"  # type: ignore[arg-type]
+            self.write_error = f"could not write to {self.topic}: {describe(err)}"
 
     def _raise_write_error(self) -> None:
         if self.write_error:
             raise ClusterError(self.write_error)
 
-    def _apply(self, m: object) -> None:
+    def _apply(self, m: Message) -> None:
         read = read_assignment(m, self.on_bad_record, log)
-        if read is None:
-            return
-        group, rec = read
-        if group != self.group or rec is None:
-            return
-        ts = m.timestamp()[1]  # type: ignore[attr-defined]
-        if isinstance(rec, MemberRecord):
-            self.members[rec.member] = (rec, ts)
-            if rec.member == self.member and rec.session == self.session:
-                self.now_ms = max(self.now_ms, ts)
-        elif isinstance(rec, OwnerRecord):
-            tp = (rec.topic, rec.partition)
-            self.owners[tp] = rec
-            self.unsettled.setdefault(tp, []).append(rec)
-        else:
-            # A release ends its claim and every earlier one: its owner waited for or fenced
-            # them before it wrote anything.
-            chain = self.unsettled.get((rec.topic, rec.partition), [])
-            for i, owner in enumerate(chain):
-                if owner.claim == rec.claim:
-                    del chain[: i + 1]
-                    break
+        if read is not None and read[1] is not None:
+            self.view.apply(read[1], m.timestamp()[1])
 
     def _check_session(self) -> None:
-        mine = self.members.get(self.member)
-        if mine is not None and mine[0].session > self.session:
+        newer = self.view.newer_session()
+        if newer is not None:
             self._stop_beating()
             raise StandDown(
                 f"another k2k process started as member {self.member!r} (session "
-                f"{mine[0].session} on {mine[0].host}); this one stands down"
+                f"{newer.session} on {newer.host}); this one stands down"
             )

@@ -1,8 +1,8 @@
 """The progress store: committed replication progress, read from the commit topic.
 
-Runs on: driver and executors. At start the planner reads the whole (compacted) commit topic up to its
-end offsets, keeping the newest record per (commit group, topic, partition) of its own
-commit group; while the pipeline runs it tails the topic for the live display.
+Runs on: driver and executors. At start the planner reads the whole (compacted) commit
+topic up to its end offsets, keeping the newest record per (commit group, topic, partition)
+of its own commit group; while the pipeline runs it tails the topic for the live display.
 
 Invariants: the newest record for a key wins (log order within a partition; a key always
 lands in the same partition); a tombstone (null value) removes the key.
@@ -14,9 +14,12 @@ import logging
 from collections.abc import Mapping
 from typing import Literal
 
-from k2k.coordination.formats import ProgressKey, ProgressRecord, unreadable
-from k2k.coordination.tail import SyncTimeout, TopicTail
+from confluent_kafka import Message
+
 from k2k.errors import ClusterError, ControlRecordError
+from k2k.formats import ProgressKey, ProgressRecord, unreadable
+from k2k.formats.codec import locator
+from k2k.kafka.tail import SyncTimeout, TopicTail
 
 __all__ = ["ProgressStore"]
 
@@ -78,17 +81,17 @@ class ProgressStore:
     def close(self) -> None:
         self._tail.close()
 
-    def _apply(self, m: object) -> None:
-        topic, part, off = m.topic(), m.partition(), m.offset()  # type: ignore[attr-defined]
+    def _apply(self, m: Message) -> None:
+        where = locator(m.topic(), m.partition(), m.offset())
         try:
-            key = ProgressKey.decode(m.key(), f"{topic}[{part}]@{off}")  # type: ignore[attr-defined]
+            key = ProgressKey.decode(m.key(), where)
             if key.group != self.group:
                 return
-            value = m.value()  # type: ignore[attr-defined]
+            value = m.value()
             if value is None:
                 self.latest.pop((key.topic, key.partition), None)
                 return
-            rec = ProgressRecord.decode(m.key(), value, topic, part, off)  # type: ignore[attr-defined]
+            rec = ProgressRecord.decode_value(key, value, where)
         except ControlRecordError as exc:
             self.skipped += 1
             unreadable(exc, self.on_bad_record, log)

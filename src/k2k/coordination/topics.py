@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from k2k.clients.admin import ClusterView
 from k2k.errors import TopicError
+from k2k.kafka.admin import ClusterView
 
 __all__ = ["ensure_control_topic"]
 

@@ -1,0 +1,139 @@
+"""Progress records of the commit topic: how far each source partition has been replicated.
+
+One compacted key per (commit group, source topic, source partition); the value holds the
+next source offset to read. ``docs/formats.md`` describes the same fields for other tools.
+
+>>> rec = ProgressRecord("orders-dr", "orders", 3, 42, "orders-dr", 1700000000000, "host-a")
+>>> rec
+ProgressRecord(orders-dr: orders[3] -> next offset 42, by orders-dr at 1700000000000)
+>>> rec.key
+ProgressKey(orders-dr: orders[3])
+>>> rec.encode_value()
+b'{"committedAt":1700000000000,"offset":42,"owner":"host-a","pipeline":"orders-dr","v":1}'
+>>> ProgressRecord.decode(*rec.encode(), "__k2k_consumer-offsets", 0, 7) == rec
+True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from k2k.errors import ControlRecordError
+from k2k.formats.codec import check_version, dumps_canonical, load_object, locator
+
+__all__ = ["ProgressKey", "ProgressRecord"]
+
+# Records under a key of another version are never compacted away by ours: remove them.
+_CLEAN = "upgrade k2k or clean the topic"
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressKey:
+    """Key of a progress record: one per (commit group, source topic, source partition).
+
+    ``k`` is the key format's version; it is part of the compacted key on purpose, so a
+    future key format can never be confused with this one.
+    """
+
+    VERSION: ClassVar[int] = 1
+
+    group: str
+    topic: str
+    partition: int
+
+    def encode(self) -> bytes:
+        return dumps_canonical(
+            {
+                "k": self.VERSION,
+                "group": self.group,
+                "topic": self.topic,
+                "partition": self.partition,
+            }
+        )
+
+    @classmethod
+    def decode(cls, raw: bytes | None, where: str) -> ProgressKey:
+        """Decode the key read at ``where`` (``topic[partition]@offset``, named in errors)."""
+        obj = load_object(raw, "key", where)
+        check_version(obj.get("k"), cls.VERSION, "progress key", where, _CLEAN)
+        try:
+            return cls(str(obj["group"]), str(obj["topic"]), int(obj["partition"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ControlRecordError(f"{where}: malformed progress key ({exc!r})") from None
+
+    def __repr__(self) -> str:
+        return f"ProgressKey({self.group}: {self.topic}[{self.partition}])"
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressRecord:
+    """How far one source partition has been replicated by one commit group.
+
+    ``offset`` is the next source offset to read (the Kafka convention for committed
+    offsets): every record below it has been acknowledged by the target. It never moves
+    backwards for a given key while one pipeline runs.
+    """
+
+    VERSION: ClassVar[int] = 1
+
+    group: str
+    topic: str
+    partition: int
+    offset: int
+    pipeline: str
+    committed_at_ms: int
+    #: The assignment member that wrote the record ("" when unknown, e.g. older writers).
+    owner: str = ""
+
+    @property
+    def key(self) -> ProgressKey:
+        return ProgressKey(self.group, self.topic, self.partition)
+
+    def encode(self) -> tuple[bytes, bytes]:
+        return self.key.encode(), self.encode_value()
+
+    def encode_value(self) -> bytes:
+        """The value alone (writers that cache the key bytes of a partition use this)."""
+        value: dict[str, Any] = {
+            "v": self.VERSION,
+            "offset": self.offset,
+            "pipeline": self.pipeline,
+            "committedAt": self.committed_at_ms,
+        }
+        if self.owner:
+            value["owner"] = self.owner
+        return dumps_canonical(value)
+
+    @classmethod
+    def decode(
+        cls, key: bytes | None, value: bytes | None, topic: str, partition: int, offset: int
+    ) -> ProgressRecord:
+        """Decode one record read at ``topic[partition]@offset`` (the locator in errors)."""
+        where = locator(topic, partition, offset)
+        return cls.decode_value(ProgressKey.decode(key, where), value, where)
+
+    @classmethod
+    def decode_value(cls, key: ProgressKey, value: bytes | None, where: str) -> ProgressRecord:
+        """The record from its decoded ``key`` and its value read at ``where`` (readers that
+        look at the key first, e.g. to skip other commit groups, use this)."""
+        obj = load_object(value, "value", where)
+        check_version(obj.get("v"), cls.VERSION, "progress value", where, "upgrade k2k")
+        try:
+            return cls(
+                key.group,
+                key.topic,
+                key.partition,
+                int(obj["offset"]),
+                str(obj["pipeline"]),
+                int(obj["committedAt"]),
+                str(obj.get("owner", "")),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ControlRecordError(f"{where}: malformed progress value ({exc!r})") from None
+
+    def __repr__(self) -> str:
+        return (
+            f"ProgressRecord({self.group}: {self.topic}[{self.partition}] -> next offset "
+            f"{self.offset}, by {self.pipeline} at {self.committed_at_ms})"
+        )
