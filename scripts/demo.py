@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from k2k.coordination.progress import ProgressStore
-from k2k.pipeline.stages import murmur2_partition
+from k2k.kafka.murmur2 import murmur2_partition
 
 ROOT = Path(__file__).resolve().parents[1]
 PIPELINE = ROOT / "examples" / "demo-pipeline.yaml"

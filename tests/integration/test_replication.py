@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from k2k.pipeline.stages import murmur2_partition
+from k2k.kafka.murmur2 import murmur2_partition
 from tests.integration.conftest import BASE_TS, pipeline_dict, run_until_caught_up
 from tests.kafkautil import create_topic, end_offsets, list_topics, produce, read_all
 

@@ -4,9 +4,9 @@ import pickle
 
 import pytest
 
-from k2k.pipeline import stages
-from k2k.pipeline.plan import LeaseSpec, PartitionRange, RecordOptions, RunnerGroup
-from k2k.pipeline.planner import plan_groups
+from k2k import stages
+from k2k.kafka import murmur2
+from k2k.pipeline.plan import LeaseSpec, PartitionRange, RunnerGroup, plan_groups
 
 # Kafka's own test vectors (UtilsTest.testMurmur2).
 JAVA_MURMUR2 = {
@@ -21,12 +21,12 @@ JAVA_MURMUR2 = {
 
 @pytest.mark.parametrize(("data", "expected"), JAVA_MURMUR2.items())
 def test_murmur2_matches_java(data, expected):
-    assert stages.murmur2(data) == expected
+    assert murmur2.murmur2(data) == expected
 
 
 def test_murmur2_partition_is_positive_modulo():
-    assert stages.murmur2_partition(b"21", 10) == (-973932308 & 0x7FFFFFFF) % 10
-    assert all(0 <= stages.murmur2_partition(bytes([i]), 7) < 7 for i in range(256))
+    assert murmur2.murmur2_partition(b"21", 10) == (-973932308 & 0x7FFFFFFF) % 10
+    assert all(0 <= murmur2.murmur2_partition(bytes([i]), 7) < 7 for i in range(256))
 
 
 def test_selection_regex_is_full_match_and_skips_internal_topics():
@@ -50,11 +50,11 @@ def test_selection_by_names_is_exact():
 
 
 def test_routing_policies():
-    assert stages.SameName().route("t") == "t"
-    assert stages.PrefixSuffix("dr.", "").route("t") == "dr.t"
-    assert stages.PrefixSuffix("", ".copy").route("t") == "t.copy"
-    assert stages.Static("all").route("x") == "all"
-    explicit = stages.ExplicitMap({"a": "b"})
+    assert stages.SameTopicName().route("t") == "t"
+    assert stages.PrefixSuffixTopicName("dr.", "").route("t") == "dr.t"
+    assert stages.PrefixSuffixTopicName("", ".copy").route("t") == "t.copy"
+    assert stages.StaticTopicName("all").route("x") == "all"
+    explicit = stages.ExplicitTopicMap({"a": "b"})
     assert explicit.route("a") == "b"
     assert explicit.route("z") is None
 
@@ -70,9 +70,10 @@ def test_plan_groups_balances_by_weight_and_never_exceeds_slots():
 
 
 def test_everything_sent_to_tasks_pickles():
-    opts = RecordOptions(True, True, False, "a", "b", "c", "d")
+    tracing = stages.TracingHeaders("a", "b", "c", "d", "p")
+    plan = stages.TopicPlan("t", "u", stages.SourcePartition(), True, True, tracing)
     spec = LeaseSpec(
-        1, "p", "g", "ctl", 1, {"bootstrap.servers": "x"}, {}, {"t": "u"}, opts, 10, 1.0, 0.0
+        1, "p", "g", "ctl", 1, {"bootstrap.servers": "x"}, {}, {"t": plan}, 10, 1.0, 0.0
     )
     group = RunnerGroup(0, (PartitionRange("t", 0, 5, None, True),))
     assert pickle.loads(pickle.dumps(spec)) == spec

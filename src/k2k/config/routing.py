@@ -1,7 +1,7 @@
 """The sink stage's topic routing as written in YAML, parsed into one value type per form.
 
-``replication[].sink.topic`` takes four forms; each becomes one frozen value class, which the
-pipeline turns into a routing policy (``k2k.pipeline.stages``):
+``replication[].sink.topic`` takes four forms; each becomes one routing policy of
+:mod:`k2k.stages.routing` (a frozen value that also routes):
 
 =========================================  ===========================  =======================
 YAML                                       class                        target topic
@@ -29,11 +29,17 @@ ExplicitTopicMap(mapping={'orders': 'orders-dr'})
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from k2k.config.errors import Problem, describe, problems_error, suggest_key
 from k2k.config.fields import TOPIC_NAME_RULE, check_topic_name
+from k2k.stages.routing import (
+    ExplicitTopicMap,
+    PrefixSuffixTopicName,
+    SameTopicName,
+    StaticTopicName,
+    TopicRouting,
+)
 
 __all__ = [
     "ExplicitTopicMap",
@@ -47,40 +53,6 @@ __all__ = [
 
 _SAME = "source"
 FORMS = "'source', a topic name, {prefix: ..., suffix: ...} or {map: {source-topic: target-topic}}"
-
-
-@dataclass(frozen=True)
-class SameTopicName:
-    """Target topic = source topic name (YAML ``topic: source``, the default)."""
-
-
-@dataclass(frozen=True)
-class PrefixSuffixTopicName:
-    """Target topic = ``prefix + source topic + suffix``; at least one of them is non-empty."""
-
-    prefix: str = ""
-    suffix: str = ""
-
-
-@dataclass(frozen=True)
-class StaticTopicName:
-    """Every replicated record goes to the one topic ``topic`` (many source topics to one)."""
-
-    topic: str
-
-
-@dataclass(frozen=True)
-class ExplicitTopicMap:
-    """Source topic -> target topic, one entry per replicated topic.
-
-    A selected source topic that has no entry is not replicated (the planner skips it), so a
-    regex selection that discovers a new topic never writes to a target nobody named.
-    """
-
-    mapping: dict[str, str] = field(default_factory=dict)
-
-
-TopicRouting = SameTopicName | PrefixSuffixTopicName | StaticTopicName | ExplicitTopicMap
 
 
 def _prefix_suffix(value: Mapping[Any, Any]) -> PrefixSuffixTopicName:

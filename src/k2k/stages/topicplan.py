@@ -1,0 +1,82 @@
+"""The per-topic plan: everything the runner does to a topic's records, decided once.
+
+Runs on: driver (compiled once per discovered topic); the plans travel to the runners inside
+the lease spec, so every field is picklable. Per record the runner only reads the plan's
+fields into locals at the start of a run; a ``transform`` of None keeps the fast path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from k2k.stages.headers import TracingHeaders
+from k2k.stages.partitioning import PartitionRule, partition_rule
+
+if TYPE_CHECKING:
+    from k2k.config import PipelineConfig
+
+__all__ = ["RecordTransform", "TopicPlan", "compile_topic_plans", "tracing_headers"]
+
+
+class RecordTransform(Protocol):
+    """An optional per-record rewrite of key and value (e.g. schema ids). It must be
+    picklable; clients it needs are built lazily on the executor, at its first call."""
+
+    def __call__(
+        self, key: bytes | None, value: bytes | None
+    ) -> tuple[bytes | None, bytes | None]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPlan:
+    """How the records of one source topic are replicated.
+
+    >>> from k2k.stages.partitioning import SourcePartition
+    >>> p = TopicPlan("orders", "dr.orders", SourcePartition(), True, True, None)
+    >>> p.target, p.partitioning.target_partition(2), p.transform is None
+    ('dr.orders', 2, True)
+    """
+
+    source: str
+    target: str
+    partitioning: PartitionRule
+    keep_headers: bool
+    keep_timestamp: bool
+    tracing: TracingHeaders | None
+    transform: RecordTransform | None = None
+
+
+def tracing_headers(cfg: PipelineConfig) -> TracingHeaders | None:
+    """The pipeline's tracing headers, or None when it adds none."""
+    on, names = cfg.features.tracing_headers, cfg.tracing.headers
+    headers = TracingHeaders(
+        names.topic if on.topic else None,
+        names.partition if on.partition else None,
+        names.offset if on.offset else None,
+        names.pipeline if on.pipeline else None,
+        cfg.name,
+    )
+    return (
+        headers
+        if any((headers.topic, headers.partition, headers.offset, headers.pipeline))
+        else None
+    )
+
+
+def compile_topic_plans(cfg: PipelineConfig, routes: Mapping[str, str]) -> dict[str, TopicPlan]:
+    """One plan per routed source topic (``routes``: source topic -> target topic)."""
+    tracing = tracing_headers(cfg)
+    partitioning = partition_rule(cfg.replication.sink.partition)
+    return {
+        source: TopicPlan(
+            source,
+            target,
+            partitioning,
+            keep_headers=cfg.features.header_replication,
+            keep_timestamp=cfg.features.keep_record_creation_timestamp,
+            tracing=tracing,
+        )
+        for source, target in routes.items()
+    }
