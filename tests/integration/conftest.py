@@ -15,7 +15,8 @@ import yaml
 from k2k.config import load_pipeline
 from k2k.config.loader import deep_merge
 from k2k.coordination.progress import ProgressStore
-from k2k.pipeline.planner import PipelineStats, Planner
+from k2k.observability.stats import PipelineStats
+from k2k.pipeline.planner import Planner
 
 K2K = [sys.executable, "-m", "k2k.cli"]
 

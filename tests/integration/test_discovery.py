@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from k2k.coordination.formats import ProgressRecord
+from k2k.formats import ProgressRecord
 from tests.integration.conftest import BASE_TS, K2K, pipeline_dict, write_pipeline
 from tests.kafkautil import create_topic, end_offsets, eventually, list_topics, produce, read_all
 

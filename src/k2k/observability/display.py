@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from k2k.pipeline.planner import PipelineStats
+from k2k.observability.stats import PipelineStats
 
 __all__ = ["LiveDisplay", "LogDisplay", "final_summary", "make_display"]
 

@@ -1,20 +1,30 @@
 """Plain, picklable values the planner (driver) sends to runner tasks and gets back.
 
 Everything here crosses the driver/executor boundary through pickle, so it holds only
-builtins and frozen dataclasses: no clients, no locks, no config models.
+builtins and frozen dataclasses: no clients, no locks, no config models. :func:`plan_groups`
+is the one piece of logic: how the planner splits a lease's partitions into runner groups.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from k2k.stages.topicplan import TopicPlan
+
+if TYPE_CHECKING:
+    from k2k.pipeline.observe import RunObserver
+
+Policy = Literal["fail", "ignore"]
 
 __all__ = [
     "LeaseSpec",
     "PartitionOutcome",
     "PartitionRange",
-    "RecordOptions",
     "RunnerGroup",
     "RunnerSummary",
+    "plan_groups",
 ]
 
 
@@ -34,19 +44,6 @@ class PartitionRange:
     start: int
     end: int | None
     has_progress: bool
-
-
-@dataclass(frozen=True, slots=True)
-class RecordOptions:
-    """Per-pipeline record handling decided once by the planner (see ``stages``)."""
-
-    keep_headers: bool
-    keep_timestamp: bool
-    partition_by_key: bool
-    trace_topic: str | None
-    trace_partition: str | None
-    trace_offset: str | None
-    trace_pipeline: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +75,8 @@ class LeaseSpec:
     commit_partitions: int
     source_consumer: dict[str, str]
     target_producer: dict[str, str]
-    routes: dict[str, str]
-    options: RecordOptions
+    #: The compiled plan of every topic the lease may copy, by source topic.
+    topics: dict[str, TopicPlan]
     batch_size: int
     batch_timeout_s: float
     lease_s: float
@@ -95,8 +92,11 @@ class LeaseSpec:
     #: Target consumer settings for reading control topics at task start.
     control_consumer: dict[str, str] = field(default_factory=dict)
     sync_timeout_s: float = 30.0
-    on_sync_timeout: str = "fail"
-    on_bad_record: str = "fail"
+    on_sync_timeout: Policy = "fail"
+    on_bad_record: Policy = "fail"
+    #: Builds each runner's observer of produced runs (offset mapping, metrics), on the
+    #: executor; a picklable callable. None: no observer, the fast path.
+    observer: Callable[[], RunObserver] | None = None
 
 
 @dataclass(slots=True)
@@ -128,3 +128,26 @@ class RunnerSummary:
     #: Set when another owner took the partitions over (fenced, or claimed elsewhere): the
     #: lease's uncommitted work was abandoned; not an error, the planner re-plans.
     fenced: str | None = None
+
+
+def plan_groups(
+    ranges: list[PartitionRange], slots: int, weight: Callable[[PartitionRange], int]
+) -> list[RunnerGroup]:
+    """Split ranges into at most ``slots`` groups, heaviest first onto the lightest group.
+
+    >>> rs = [PartitionRange("t", p, 0, w, False) for p, w in enumerate([5, 1, 4, 2])]
+    >>> [[r.partition for r in g.ranges] for g in plan_groups(rs, 2, lambda r: r.end)]
+    [[0, 1], [2, 3]]
+    """
+    n = max(1, min(slots, len(ranges)))
+    loads = [0] * n
+    members: list[list[PartitionRange]] = [[] for _ in range(n)]
+    for r in sorted(ranges, key=lambda r: (-weight(r), r.topic, r.partition)):
+        i = loads.index(min(loads))
+        members[i].append(r)
+        loads[i] += max(1, weight(r))
+    return [
+        RunnerGroup(i, tuple(sorted(m, key=lambda r: (r.topic, r.partition))))
+        for i, m in enumerate(members)
+        if m
+    ]

@@ -3,14 +3,14 @@
 Why two: with the transaction protocol librdkafka speaks (version 1), a producer cannot
 send the records of its next transaction until the coordinator has finished the previous
 one, and committing means waiting for every record of the batch first. With one producer
-the copy loop stood still for that whole time: measured on the benchmark machine, a
-4,000-record batch took 16 ms to copy, then about 50 ms to flush and 25 ms to commit.
-With two, batch N commits on one producer while batch N+1 fills the other.
+the copy loop stood still for that whole time, several times longer than copying the batch
+took (docs/benchmarks.md#two-transactional-producers). With two, batch N commits on one
+producer while batch N+1 fills the other.
 
 What keeps this exactly-once and in order:
 
 * **order** — the next producer starts only after every record of the previous batch is
-  acknowledged (:meth:`Runner._seal` flushes first), so each target partition holds batch
+  acknowledged (:meth:`~k2k.pipeline.commit.exactly_once.ExactlyOnce.seal` flushes first), so each target partition holds batch
   N before batch N+1;
 * **no skipped batch** — batch N+1 commits only after batch N has committed; when N fails,
   N+1 is aborted. Progress, written inside each transaction, therefore only ever moves

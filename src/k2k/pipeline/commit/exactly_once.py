@@ -1,0 +1,202 @@
+"""Exactly-once commits: each batch and its progress records are one transaction.
+
+Runs on: executor. A batch is written through one of two transactional producers while the
+previous batch commits on the other (:mod:`k2k.pipeline.commit.transactions` says why that
+keeps order and exactly-once). A batch is sealed at ``batchSize`` records per partition or
+``batchTimeout``, or as soon as the runner has drained what its consumer had queued: at low
+rates a record is then visible within one fetch and one commit, while a backlog, which never
+drains, still commits large transactions (docs/exactly-once.md#when-a-batch-commits).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import time
+from collections.abc import Callable
+
+from confluent_kafka import KafkaException, Producer
+
+from k2k.coordination.assignment import producer_ids
+from k2k.errors import ReplicationError
+from k2k.kafka.factory import build_producer
+from k2k.kafka.faults import Outcome, classify, describe, kafka_error_of
+from k2k.pipeline.commit import BatchRecord, DeliveryCallback
+from k2k.pipeline.commit.ledger import TP, Positions, ProgressLedger, Written
+from k2k.pipeline.commit.transactions import TransactionPair
+from k2k.pipeline.faults import RunnerFaults
+from k2k.pipeline.plan import LeaseSpec
+
+__all__ = ["ExactlyOnce", "start_transactional_producers"]
+
+#: The longest wait for a batch's acknowledgements, and again for its commit.
+_MAX_TXN_WAIT_S = 300.0
+
+
+def start_transactional_producers(
+    spec: LeaseSpec, transactional_id: str, faults: RunnerFaults
+) -> list[Producer]:
+    """Runs on: executor. The two producers of a runner's transaction pair, both
+    initialised, which fences every earlier producer of their ids (a failed or duplicate
+    attempt of this task)."""
+    producers = []
+    for pid in producer_ids(transactional_id):
+        conf = {**spec.target_producer, "transactional.id": pid}
+        producer = build_producer(conf, on_error=faults.on_client_error)
+        # Metadata first: init_transactions on a fresh producer otherwise may stall.
+        producer.list_topics(spec.commit_topic, timeout=spec.sync_timeout_s)
+        producer.init_transactions(max(spec.sync_timeout_s, 10.0))
+        producers.append(producer)
+    return producers
+
+
+class ExactlyOnce:
+    """Runs on: executor. The exactly-once :class:`~k2k.pipeline.commit.CommitStrategy`."""
+
+    def __init__(
+        self,
+        spec: LeaseSpec,
+        producers: list[Producer],
+        ledger: ProgressLedger,
+        faults: RunnerFaults,
+        partitions: int,
+    ) -> None:
+        self.spec = spec
+        self.pair = TransactionPair(producers)
+        self.producer: Producer = self.pair.current
+        self.ledger = ledger
+        self.faults = faults
+        # A transaction holds up to batchSize records per partition.
+        self.batch_limit = spec.batch_size * max(1, partitions)
+        self.wait_s = min(spec.ack_timeout_s, _MAX_TXN_WAIT_S)
+        self.in_txn = False
+        self.records = 0
+        self.started = time.monotonic()
+        # Where the next transaction starts per partition (where the previous one, which
+        # commits first, ends), and one partition per progress partition to re-state it.
+        self.txn_start: Positions = dict(ledger.committed)
+        self.openers: list[TP] = ledger.one_per_progress_partition()
+
+    @property
+    def on_ack(self) -> DeliveryCallback | None:
+        return None  # the commit confirms every record of the batch
+
+    def room(self) -> int:
+        return self.batch_limit - self.records
+
+    def begin(self) -> None:
+        if not self.in_txn:
+            self.producer.begin_transaction()
+            self._restate_progress()
+            self.in_txn = True
+
+    def produced(self, records: int, acks: int) -> None:
+        self.records += records
+
+    def due(self, now: float) -> bool:
+        return self.records >= self.batch_limit or (
+            bool(self.records or self.ledger.unwritten)
+            and now - self.started >= self.spec.batch_timeout_s
+        )
+
+    def idle(self, positions: Callable[[], Positions]) -> None:
+        """Caught up: commit what the batch holds now rather than at its limits."""
+        self.service()
+        if self.records:
+            self.seal(positions())
+
+    def service(self) -> None:
+        self.producer.poll(0)
+        self.faults.raise_failure()
+
+    def add(self, record: BatchRecord) -> None:
+        self.begin()
+        topic, partition, key, value = record
+        self.producer.produce(topic, value, key, partition)
+
+    def seal(self, positions: Positions) -> None:
+        """Commit point: 1 the progress records join the open transaction (or a new one
+        when no record was copied), 2 every record of it is acknowledged, 3 the previous
+        batch's commit is collected, 4 this one commits in the background while the other
+        producer takes the next batch."""
+        self.records = 0
+        self.started = time.monotonic()
+        if not self.in_txn:
+            self._collect()  # nothing to overlap with; and `committed` is current then
+            if not self.ledger.moves(positions):
+                return
+            self.producer.begin_transaction()
+        # Step 1.
+        written = self.ledger.write(self.producer, positions)
+        for tp, pos in positions.items():
+            self.txn_start[tp] = max(pos, self.ledger.committed[tp])
+        # Step 2.
+        if self.producer.flush(self.wait_s):
+            raise self.ledger.unacknowledged(self.wait_s, positions)
+        # Step 3.
+        self._collect()
+        # Step 4.
+        self.pair.hand_off(functools.partial(self._commit, self.producer, positions), written)
+        self.producer = self.pair.current
+        self.in_txn = False
+
+    def finish(self, positions: Positions) -> None:
+        self.seal(positions)
+        self._collect()
+
+    def abandon(self) -> None:
+        """Abort now rather than hold the target's last stable offset until the transaction
+        times out; a batch whose commit was in flight and succeeded still counts."""
+        written = self.pair.abandon()
+        if written:
+            self.ledger.mark_committed(written)
+
+    def close(self) -> None:
+        self.pair.close()
+
+    def _restate_progress(self) -> None:
+        """Make the progress partitions part of the new transaction now.
+
+        librdkafka adds a partition to a transaction (a round trip to the coordinator) when
+        the transaction's first record for it is produced, and holds that record until then;
+        the commit point's flush waited for it (docs/benchmarks.md#progress-partitions-opened-early).
+        One progress record per progress partition re-states where this transaction starts:
+        where the previous one ends, which commits before this one can. Readers keep the
+        newest record per key, so an equal offset changes nothing.
+        """
+        now_ms = int(time.time() * 1000)
+        for tp in self.openers:
+            self.ledger.produce(self.producer, tp, self.txn_start[tp], now_ms)
+
+    def _collect(self) -> None:
+        """Wait for the batch committing in the background; mark its progress committed,
+        or raise its error (the caller aborts the batch open on the other producer)."""
+        written: Written | None = self.pair.wait()
+        if written is not None:
+            self.ledger.mark_committed(written)
+        self.faults.raise_failure()
+
+    def _commit(self, producer: Producer, positions: Positions) -> None:
+        """Runs on: the pair's commit thread. Commits, retrying retriable errors within the
+        delivery timeout; raises :class:`~k2k.pipeline.faults.Fenced` or ReplicationError."""
+        deadline = time.monotonic() + self.wait_s
+        while True:
+            try:
+                producer.commit_transaction(max(0.1, deadline - time.monotonic()))
+                return
+            except KafkaException as exc:
+                err = kafka_error_of(exc)
+                if err is None:
+                    raise
+                outcome = classify(err)
+                if outcome is Outcome.FENCED or self.faults.fenced_by is not None:
+                    raise self.faults.fenced(self.faults.fenced_by or err) from None
+                if err.retriable() and time.monotonic() < deadline:
+                    continue
+                if outcome is Outcome.ABORT:
+                    with contextlib.suppress(KafkaException):
+                        producer.abort_transaction(30)
+                raise ReplicationError(
+                    f"a transaction on the target failed, nothing of it is committed: "
+                    f"{describe(err)}" + self.ledger.uncommitted_of(positions)
+                ) from None

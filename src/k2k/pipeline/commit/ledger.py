@@ -1,0 +1,166 @@
+"""The runner's progress ledger: what is committed per source partition, and the progress
+records that move it.
+
+Runs on: executor, one per runner task. Both commit strategies write progress through it;
+they differ only in *when* a written position counts as committed (at once at-least-once,
+after the transaction commits exactly-once).
+
+Invariants:
+  * ``committed[tp]`` never decreases within a lease (a position below it is written as it);
+  * a partition in ``unwritten`` has no progress record yet; it gets one at the next commit
+    point even if it stays empty (a later ``latest`` reset must not skip its records).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+
+from confluent_kafka import KafkaError, Message, Producer
+
+from k2k.coordination.progress import ProgressStore
+from k2k.errors import ReplicationError
+from k2k.formats import ProgressKey, ProgressRecord
+from k2k.kafka.faults import describe
+from k2k.kafka.murmur2 import murmur2_partition
+from k2k.pipeline.faults import RunnerFaults
+from k2k.pipeline.plan import LeaseSpec, PartitionOutcome, PartitionRange
+
+__all__ = ["TP", "Positions", "ProgressLedger"]
+
+TP = tuple[str, int]
+#: Next source offset to read, per partition.
+Positions = dict[TP, int]
+Written = list[tuple[TP, int]]
+
+
+class ProgressLedger:
+    """Runs on: executor. Committed positions of one runner's partitions, and their writer."""
+
+    def __init__(self, spec: LeaseSpec, ranges: Iterable[PartitionRange], faults: RunnerFaults):
+        self.spec = spec
+        self.faults = faults
+        self.outcomes = {
+            (r.topic, r.partition): PartitionOutcome(r.topic, r.partition, r.start, r.start)
+            for r in ranges
+        }
+        self.committed: Positions = {tp: o.start for tp, o in self.outcomes.items()}
+        self.unwritten = {(r.topic, r.partition) for r in ranges if not r.has_progress}
+        self._slots: dict[TP, tuple[bytes, int]] = {}
+
+    # -- start ---------------------------------------------------------------------------
+
+    def load(self, ranges: list[PartitionRange]) -> list[PartitionRange]:
+        """The ranges, starting at the committed progress read now (after any predecessor
+        was fenced), not at what the planner read earlier."""
+        spec = self.spec
+        if not ranges or not spec.control_consumer:
+            return ranges
+        store = ProgressStore(
+            spec.control_consumer,
+            spec.commit_topic,
+            spec.commit_group,
+            sync_timeout_s=spec.sync_timeout_s,
+            on_sync_timeout=spec.on_sync_timeout,
+            on_bad_record=spec.on_bad_record,
+            partitions=sorted({self.slot((r.topic, r.partition))[1] for r in ranges}),
+            # Predecessors are fenced or done by now; their last progress may sit behind
+            # another runner's open transaction, which ends within one commit batch.
+            past_open_transactions=True,
+        )
+        try:
+            latest = store.load()
+        finally:
+            store.close()
+        return [self._resume(r, latest.get((r.topic, r.partition))) for r in ranges]
+
+    def _resume(self, r: PartitionRange, rec: ProgressRecord | None) -> PartitionRange:
+        if rec is None:
+            return r
+        # The larger of the two: with onCommitSyncTimeout ignore the read may be partial,
+        # and progress never moves backwards.
+        start = max(rec.offset, r.start) if r.has_progress else rec.offset
+        tp = (r.topic, r.partition)
+        self.outcomes[tp] = PartitionOutcome(r.topic, r.partition, start, start)
+        self.committed[tp] = start
+        self.unwritten.discard(tp)
+        return PartitionRange(r.topic, r.partition, start, r.end, True)
+
+    # -- commit points -------------------------------------------------------------------
+
+    def moves(self, positions: Mapping[TP, int]) -> bool:
+        """True when writing ``positions`` would change anything."""
+        return any(
+            pos > self.committed[tp] or tp in self.unwritten for tp, pos in positions.items()
+        )
+
+    def write(self, producer: Producer, positions: Mapping[TP, int]) -> Written:
+        """Produce one progress record per partition whose position moved (or that has none
+        yet); returns what was written. The caller decides when it counts as committed."""
+        now_ms = int(time.time() * 1000)
+        written: Written = []
+        for tp, pos in positions.items():
+            before = self.committed[tp]
+            pos = max(pos, before)  # positions lag after a seek; never move backwards
+            if pos == before and tp not in self.unwritten:
+                continue
+            self.produce(producer, tp, pos, now_ms)
+            written.append((tp, pos))
+        return written
+
+    def produce(self, producer: Producer, tp: TP, pos: int, now_ms: int) -> None:
+        """Produce the progress record ``tp`` -> ``pos`` (no bookkeeping)."""
+        spec = self.spec
+        record = ProgressRecord(
+            spec.commit_group, tp[0], tp[1], pos, spec.pipeline, now_ms, spec.member
+        )
+        key, partition = self.slot(tp)
+        producer.produce(
+            spec.commit_topic, record.encode_value(), key, partition, self._on_delivery
+        )
+
+    def mark_committed(self, written: Written) -> None:
+        for tp, pos in written:
+            self.committed[tp] = pos
+            outcome = self.outcomes[tp]
+            outcome.committed = pos
+            outcome.progress_written = True
+            self.unwritten.discard(tp)
+
+    def slot(self, tp: TP) -> tuple[bytes, int]:
+        """The progress record's key bytes and its partition of the commit topic."""
+        slot = self._slots.get(tp)
+        if slot is None:
+            key = ProgressKey(self.spec.commit_group, tp[0], tp[1]).encode()
+            slot = self._slots[tp] = (key, murmur2_partition(key, self.spec.commit_partitions))
+        return slot
+
+    def one_per_progress_partition(self) -> list[TP]:
+        """One of this runner's partitions for each commit-topic partition its progress
+        records go to."""
+        chosen: dict[int, TP] = {}
+        for tp in sorted(self.committed):
+            chosen.setdefault(self.slot(tp)[1], tp)
+        return list(chosen.values())
+
+    def uncommitted_of(self, positions: Mapping[TP, int]) -> str:
+        """`` (uncommitted source ranges: t[p]@a..b, ...)`` for an error message, or ""."""
+        parts = [
+            f"{t}[{p}]@{self.committed[(t, p)]}..{pos - 1}"
+            for (t, p), pos in sorted(positions.items())
+            if pos > self.committed[(t, p)]
+        ]
+        return f" (uncommitted source ranges: {', '.join(parts)})" if parts else ""
+
+    def unacknowledged(self, timeout_s: float, positions: Mapping[TP, int]) -> ReplicationError:
+        """The error for a commit batch the target did not acknowledge in time."""
+        return ReplicationError(
+            f"the target did not acknowledge a commit batch within {timeout_s:.0f} s "
+            "(the producer's delivery timeout, message.timeout.ms)" + self.uncommitted_of(positions)
+        )
+
+    def _on_delivery(self, err: KafkaError | None, _msg: Message) -> None:
+        if err is not None:
+            self.faults.fail(
+                f"could not write progress to {self.spec.commit_topic}: {describe(err)}"
+            )

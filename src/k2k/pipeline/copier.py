@@ -1,0 +1,263 @@
+"""The record copier: the per-record hot loop, consumed records in, produce calls out.
+
+Runs on: executor, inside the runner's loop, once per consumed batch. A consumed batch holds
+*runs*: consecutive records of one source partition. Everything that is the same for a run
+(its topic's :class:`~k2k.stages.topicplan.TopicPlan`, target topic and partition, tracing
+headers but the offset, which callbacks go where) is decided once per run; per record the
+copier reads the record's fields and calls ``produce``.
+
+Acknowledgements are placed per run, not per record: with ``partition: source`` a run goes
+to one target partition, whose order the idempotent producer keeps, so only the run's last
+record carries the commit strategy's callback (see :mod:`k2k.pipeline.commit.at_least_once`
+for why that is safe). With ``partition: hash`` a run spreads over target partitions and
+every record carries one. A Python call per record is the largest cost after consume and
+produce, which is why the callbacks are placed so sparingly.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from confluent_kafka import KafkaException, Message, Producer
+
+from k2k.errors import K2KError
+from k2k.pipeline.commit import CommitStrategy, DeliveryCallback
+from k2k.pipeline.observe import ProducedRun, RunObserver, RunReport
+from k2k.stages.headers import Header
+from k2k.stages.topicplan import TopicPlan
+
+__all__ = ["FAIL_AFTER_ENV", "RecordCopier", "make_copier"]
+
+#: Test-only hook (never set in production): the first attempt of every runner task raises
+#: once it has produced this many records, in the middle of a commit batch, so tests can
+#: prove that a retried Spark task continues exactly after the committed progress.
+FAIL_AFTER_ENV = "K2K_TEST_FAIL_TASK_AFTER_RECORDS"
+
+#: How long a full producer queue waits for acknowledgements before trying again.
+_ROOM_WAIT_S = 0.05
+
+
+class RecordCopier:
+    """Runs on: executor. Produces consumed records to the target, run by run."""
+
+    def __init__(
+        self,
+        plans: Mapping[str, TopicPlan],
+        topics: set[str],
+        on_event: Callable[[Message], None],
+        on_produce_error: Callable[[Message, KafkaException], K2KError],
+        observer: RunObserver | None = None,
+    ) -> None:
+        self.plans = plans
+        #: With one topic a run ends only where the partition changes.
+        self.only_topic = next(iter(topics)) if len(topics) == 1 else None
+        self.on_event = on_event
+        self.on_produce_error = on_produce_error
+        self.observer = observer
+        #: An observer of ``partition: hash`` runs needs each record's own target partition
+        #: and offset, so every record is a run of its own.
+        self.one_by_one = observer is not None and any(
+            p.partitioning.spreads for p in plans.values()
+        )
+        self.records = 0
+        self.bytes = 0
+        self._tracing: dict[tuple[str, int], tuple[list[Header], list[Header]]] = {}
+
+    def copy(self, msgs: Sequence[Message], strategy: CommitStrategy) -> None:
+        """Produce every record of ``msgs`` into the strategy's open batch (begun before the
+        first record: a batch of consumer events alone opens nothing); consumer events go
+        to ``on_event``."""
+        n = len(msgs)
+        i = records = acks = 0
+        producer = ack = None
+        only_topic = self.only_topic
+        one_by_one = self.one_by_one
+        while i < n:
+            m = msgs[i]
+            if m.error() is not None:
+                self.on_event(m)
+                i += 1
+                continue
+            if producer is None:
+                strategy.begin()
+                producer, ack = strategy.producer, strategy.on_ack
+            part = m.partition() or 0
+            topic = only_topic or m.topic() or ""
+            j = i + 1 if one_by_one else self._run_end(msgs, i, part, topic)
+            acks += self._copy_run(msgs, i, j, topic, part, producer, ack)
+            records += j - i
+            i = j
+        if records:
+            self.records += records
+            strategy.produced(records, acks)
+
+    def _run_end(self, msgs: Sequence[Message], i: int, part: int, topic: str) -> int:
+        """The end (exclusive) of the run of ``topic[part]`` that starts at ``msgs[i]``."""
+        n = len(msgs)
+        j = i + 1
+        if self.only_topic is not None:
+            while j < n and (x := msgs[j]).partition() == part and x.error() is None:
+                j += 1
+            return j
+        while (
+            j < n
+            and (x := msgs[j]).partition() == part
+            and x.error() is None
+            and x.topic() == topic
+        ):
+            j += 1
+        return j
+
+    def _copy_run(
+        self,
+        msgs: Sequence[Message],
+        first: int,
+        end: int,
+        topic: str,
+        part: int,
+        producer: Producer,
+        ack: DeliveryCallback | None,
+    ) -> int:
+        """Produce ``msgs[first:end]``, one run of ``topic[part]``; returns the callbacks of
+        ``ack`` attached."""
+        plan = self.plans[topic]
+        target = plan.target
+        target_part = plan.partitioning.target_partition(part)
+        keep_headers = plan.keep_headers
+        keep_ts = plan.keep_timestamp
+        transform = plan.transform
+        tracing = plan.tracing
+        offset_header = tracing.offset if tracing is not None else None
+        before, after = self._trace_headers(plan, topic, part)
+        each, first_cb, last_cb, acks = self._callbacks(plan, msgs, first, end, ack)
+        produce = producer.produce
+        last = end - 1
+        size = 0
+        headers: Any  # a list: the stub also allows a dict, which consumed records never hold
+        for k in range(first, end):
+            m = msgs[k]
+            value = m.value()
+            key = m.key()
+            if transform is not None:
+                key, value = transform(key, value)
+            headers = m.headers() if keep_headers else None
+            if tracing is not None:
+                headers = headers if headers is not None else []
+                headers.extend(before)
+                if offset_header:
+                    headers.append((offset_header, str(m.offset()).encode()))
+                headers.extend(after)
+            ts = 0
+            if keep_ts:
+                ts = m.timestamp()[1]
+                if ts < 0:
+                    ts = 0
+            cb = last_cb if k == last else (first_cb if k == first else each)
+            try:
+                produce(target, value, key, target_part, cb, None, ts, headers)
+            except BufferError:
+                self._produce_when_room(
+                    producer, m, (target, value, key, target_part, cb, None, ts, headers)
+                )
+            except KafkaException as exc:
+                raise self.on_produce_error(m, exc) from None
+            if value is not None:
+                size += len(value)
+            if key is not None:
+                size += len(key)
+        self.bytes += size
+        return acks
+
+    def _callbacks(
+        self,
+        plan: TopicPlan,
+        msgs: Sequence[Message],
+        first: int,
+        end: int,
+        ack: DeliveryCallback | None,
+    ) -> tuple[DeliveryCallback | None, DeliveryCallback | None, DeliveryCallback | None, int]:
+        """The callbacks of a run's records: (every record, first record, last record), and
+        how many of them are ``ack``."""
+        spreads = plan.partitioning.spreads
+        if self.observer is None:
+            if spreads:
+                return ack, ack, ack, (end - first if ack is not None else 0)
+            return None, None, ack, (1 if ack is not None else 0)
+        # Observed: with ``partition: hash`` every run is one record (see copy()).
+        run = ProducedRun(
+            plan.source,
+            msgs[first].partition() or 0,
+            msgs[first].offset() or 0,
+            msgs[end - 1].offset() or 0,
+            end - first,
+            plan.target,
+        )
+        report = RunReport(run, self.observer, ack, single=end - first == 1)
+        return None, report.on_first, report.on_last, (1 if ack is not None else 0)
+
+    def _trace_headers(
+        self, plan: TopicPlan, topic: str, part: int
+    ) -> tuple[list[Header], list[Header]]:
+        """The tracing headers before and after the offset, built once per partition."""
+        if plan.tracing is None:
+            return [], []
+        fixed = self._tracing.get((topic, part))
+        if fixed is None:
+            fixed = self._tracing[(topic, part)] = plan.tracing.around_offset(topic, part)
+        return fixed
+
+    def _produce_when_room(self, producer: Producer, m: Message, args: tuple) -> None:
+        """The producer queue is full: serve acknowledgements until there is room."""
+        while True:
+            producer.poll(_ROOM_WAIT_S)
+            try:
+                producer.produce(*args)
+                return
+            except BufferError:
+                continue
+            except KafkaException as exc:
+                raise self.on_produce_error(m, exc) from None
+
+
+class _FailingCopier(RecordCopier):
+    """Test-only (``FAIL_AFTER_ENV``): raises once ``fail_at`` records were produced."""
+
+    fail_at = 0
+
+    def copy(self, msgs: Sequence[Message], strategy: CommitStrategy) -> None:
+        super().copy(msgs, strategy)
+        if self.records >= self.fail_at:
+            raise RuntimeError(
+                f"injected task failure after {self.records} records ({FAIL_AFTER_ENV})"
+            )
+
+
+def make_copier(
+    plans: Mapping[str, TopicPlan],
+    topics: set[str],
+    on_event: Callable[[Message], None],
+    on_produce_error: Callable[[Message, KafkaException], K2KError],
+    observer: RunObserver | None = None,
+) -> RecordCopier:
+    """The copier for a runner task: with the test-only failure hook when it is set for
+    this task's first attempt."""
+    fail_at = _injected_failure_point()
+    if fail_at is None:
+        return RecordCopier(plans, topics, on_event, on_produce_error, observer)
+    copier = _FailingCopier(plans, topics, on_event, on_produce_error, observer)
+    copier.fail_at = fail_at
+    return copier
+
+
+def _injected_failure_point() -> int | None:
+    raw = os.environ.get(FAIL_AFTER_ENV)
+    if not raw:
+        return None
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None or ctx.attemptNumber() > 0:
+        return None
+    return int(raw)

@@ -1,0 +1,110 @@
+"""What a runner does when a Kafka client fails: the runner's side of fault classification.
+
+Runs on: executor, one :class:`RunnerFaults` per runner task. Every error reaches one of
+three ends, decided by :func:`k2k.kafka.faults.classify`:
+
+* **fenced** — a newer owner took the partitions over: :class:`Fenced` is raised, the lease's
+  uncommitted work is void, and the planner re-plans (not an error);
+* **fail** — :class:`k2k.errors.ReplicationError` with the reason and, where known, the
+  record's locator; committed progress stays valid;
+* **retry** — transient errors are librdkafka's to retry: logged, the copy goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+
+from k2k.errors import K2KError, ReplicationError
+from k2k.kafka.faults import Outcome, classify, describe, fatal_cause, kafka_error_of
+
+__all__ = ["Fenced", "RunnerFaults", "record_error"]
+
+log = logging.getLogger("k2k.runner")
+
+#: Transient client errors logged per runner task; librdkafka retries them anyway.
+_LOGGED_TRANSIENT = 20
+
+
+class Fenced(K2KError):
+    """Raised when another owner took this runner's partitions over (its transactional id
+    was fenced, or a claim changed); the runner's uncommitted work is void."""
+
+
+class RunnerFaults:
+    """Runs on: executor. Collects what librdkafka reports out of band (the error callback,
+    progress deliveries) and turns failed calls into the exception the runner raises."""
+
+    def __init__(self, transactional_id: str | None) -> None:
+        self.transactional_id = transactional_id
+        self.producers: Sequence[Producer] = ()  # polled for the cause of a fatal error
+        self.fenced_by: KafkaError | None = None
+        #: A failure noticed out of band (a fatal client error, a rejected progress record):
+        #: the next commit point raises it, so nothing after it is committed.
+        self.failure: str | None = None
+        self._transient_logged = 0
+
+    def on_client_error(self, err: KafkaError) -> None:
+        """librdkafka's error callback: remember fencing and fatal errors, log the rest."""
+        outcome = classify(err)
+        if outcome is Outcome.FENCED:
+            self.fenced_by = err  # the failing call raises too (maybe only as _FATAL)
+        elif outcome is Outcome.FAIL and err.fatal():
+            self.fail(f"fatal client error: {describe(err)}")
+        elif self._transient_logged < _LOGGED_TRANSIENT:
+            self._transient_logged += 1
+            log.warning("Kafka client: %s", describe(err))
+
+    def fail(self, reason: str) -> None:
+        """Remember the first out-of-band failure."""
+        if self.failure is None:
+            self.failure = reason
+
+    def raise_failure(self) -> None:
+        """Raise the remembered failure, if any (called at every commit point)."""
+        if self.failure:
+            raise ReplicationError(self.failure)
+
+    def fenced(self, err: KafkaError) -> Fenced:
+        return Fenced(
+            f"transactional id {self.transactional_id} was fenced by a newer owner "
+            f"({describe(err)}); the open transaction was aborted, standing down"
+        )
+
+    def client_failed(self, err: KafkaError) -> K2KError:
+        """A client failed as a whole: fenced (also when the call that noticed it only says
+        ``_FATAL``), or fatally for another reason."""
+        err = fatal_cause(err, self.producers)
+        if classify(err) is Outcome.FENCED or self.fenced_by is not None:
+            return self.fenced(self.fenced_by or err)
+        return ReplicationError(
+            f"a Kafka client failed: {describe(err)}; progress stays at the last committed batch"
+        )
+
+    def produce_failed(self, m: Message, exc: KafkaException) -> K2KError:
+        """A produce call failed: the producer as a whole (fatal: fenced, or an earlier
+        record broke its guarantees), or this record, which the target cannot take."""
+        err = kafka_error_of(exc)
+        if err is not None and (err.fatal() or err.code() == KafkaError._FATAL):
+            return self.client_failed(err)
+        if self.fenced_by is not None:
+            return self.fenced(self.fenced_by)
+        return record_error(m, exc)
+
+    def from_client_exception(self, exc: BaseException) -> K2KError | None:
+        """The k2k error for a KafkaException (or the SystemError confluent-kafka wraps one
+        in) raised by poll/flush/produce; None when ``exc`` carries no KafkaError."""
+        err = kafka_error_of(exc)
+        return None if err is None else self.client_failed(err)
+
+
+def record_error(m: Message, exc: KafkaException) -> ReplicationError:
+    """The target refused one record: name it by its source locator and size."""
+    err = kafka_error_of(exc)
+    detail = describe(err) if err is not None else str(exc)
+    size = len(m.value() or b"") + len(m.key() or b"")
+    return ReplicationError(
+        f"cannot replicate {m.topic()}[{m.partition()}]@{m.offset()} ({size} bytes): {detail}"
+    )

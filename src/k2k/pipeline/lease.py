@@ -1,0 +1,214 @@
+"""One lease: its spec, its Spark job, and the driver watching that job.
+
+Runs on: driver. A lease is one Spark job,
+``sc.parallelize(groups, len(groups)).mapPartitions(run_groups)``, run from a thread of its
+own so the driver keeps watching while the runners copy. The driver ends the lease early
+through the lease channel (:mod:`k2k.pipeline.channel`) when:
+
+* a stop was requested: runners get :data:`STOP_GRACE_S` to commit and return, then the
+  job is cancelled (its uncommitted work is abandoned; committed progress stays valid);
+* the members of the commit group changed, or another member claimed one of its partitions;
+* topic discovery, every ``replication[].source.discoveryInterval``, finds a new topic or
+  partition.
+
+Otherwise the lease ends at its deadline (``spark.leaseDuration``, on the executors' clock)
+or, with ``--until-caught-up``, when every range is done.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from k2k.config import PipelineConfig
+from k2k.errors import K2KError, ReplicationError
+from k2k.kafka.factory import consumer_settings, delivery_timeout_s, producer_settings
+from k2k.pipeline.channel import LeaseControl
+from k2k.pipeline.plan import LeaseSpec, RunnerGroup, RunnerSummary
+from k2k.pipeline.runner import run_groups
+from k2k.pipeline.spark import spark_error_line
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+
+__all__ = ["STOP_GRACE_S", "TICK_S", "LeaseJob", "lease_template", "open_channel"]
+
+# The planner's logger: these lines were always the planner's, and operators filter on it.
+log = logging.getLogger("k2k.planner")
+
+#: How long a stop request may take before the lease's Spark job is cancelled outright.
+STOP_GRACE_S = 15.0
+#: How often the driver checks the job, the assignment topic and the display.
+TICK_S = 0.5
+
+
+def lease_template(
+    cfg: PipelineConfig, *, commit_partitions: int, assignment_partitions: int, member: str
+) -> LeaseSpec:
+    """Runs on: driver, once per start. The lease spec without its per-lease fields
+    (``lease_id``, ``topics``, and ``control`` until the channel is open): the planner
+    fills those in with :func:`dataclasses.replace`."""
+    commit = cfg.coordination.commit
+    producer_props = cfg.target_client("producer")
+    target_producer = producer_settings(
+        producer_props,
+        partition_by_key=cfg.replication.sink.partition == "hash",
+        exactly_once=cfg.features.exactly_once,
+    )
+    return LeaseSpec(
+        lease_id=0,
+        pipeline=cfg.name,
+        commit_group=cfg.commit_group,
+        commit_topic=commit.topic,
+        commit_partitions=commit_partitions,
+        source_consumer=consumer_settings(
+            cfg.source_client("consumer"), group_id=f"k2k.{cfg.name}"
+        ),
+        target_producer=target_producer,
+        topics={},
+        batch_size=commit.batch_size,
+        batch_timeout_s=commit.batch_timeout.total_seconds(),
+        lease_s=cfg.spark.lease_duration.total_seconds(),
+        # The user's delivery timeout, applied by the runner to whole commit batches. Not
+        # the effective setting: at-least-once forces librdkafka's own expiry off (see
+        # PRODUCER_FORCED); exactly-once keeps it, bounded by the transaction timeout.
+        ack_timeout_s=delivery_timeout_s(
+            target_producer if cfg.features.exactly_once else producer_props
+        ),
+        exactly_once=cfg.features.exactly_once,
+        member=member,
+        assignment_topic=cfg.coordination.assignment.topic,
+        assignment_partitions=assignment_partitions,
+        control_consumer=cfg.target_client("consumer"),
+        sync_timeout_s=commit.sync_timeout.total_seconds(),
+        on_sync_timeout=cfg.error_handling.on_commit_sync_timeout,
+        on_bad_record=cfg.error_handling.on_control_message_deserialization_error,
+    )
+
+
+def open_channel(sc: SparkContext, master: str) -> LeaseControl:
+    """Runs on: driver, once per start. The lease channel's endpoint, where runners reach
+    it: loopback in local mode, else ``spark.driver.host`` on every interface."""
+    if master.startswith("local"):
+        return LeaseControl("127.0.0.1")
+    host = sc.getConf().get("spark.driver.host", socket.gethostname())
+    return LeaseControl(host, bind_host="0.0.0.0")
+
+
+@dataclasses.dataclass
+class _Outcome:
+    """What the job thread hands back: the summaries, or the error Spark raised."""
+
+    result: list[RunnerSummary] = dataclasses.field(default_factory=list)
+    error: Exception | None = None
+
+
+class LeaseJob:
+    """Runs on: driver. Runs leases on ``sc`` and watches them; ``stop`` is the planner's
+    stop request, ``control`` the lease channel, ``discovery_interval_s`` how often topic
+    discovery looks for changes while a lease runs."""
+
+    def __init__(
+        self,
+        sc: SparkContext,
+        pipeline: str,
+        control: LeaseControl,
+        stop: threading.Event,
+        discovery_interval_s: float,
+    ) -> None:
+        self.sc = sc
+        self.pipeline = pipeline
+        self.control = control
+        self.stop = stop
+        self.discovery_interval_s = discovery_interval_s
+
+    def run(
+        self,
+        spec: LeaseSpec,
+        groups: list[RunnerGroup],
+        *,
+        reassigned: Callable[[], bool],
+        tick: Callable[[], None],
+        topics_changed: Callable[[], bool] | None,
+    ) -> list[RunnerSummary]:
+        """Run lease ``spec`` over ``groups`` and return the runners' summaries.
+
+        While it runs, every :data:`TICK_S`: ``reassigned()`` true ends the lease (once),
+        ``tick()`` refreshes the display, and every discovery interval ``topics_changed()``
+        true ends it. Raises :class:`~k2k.errors.ReplicationError` when a runner task
+        failed; returns no summaries when the job was cancelled after a stop."""
+        job_group = f"k2k-{self.pipeline}-lease-{spec.lease_id}"
+        outcome = _Outcome()
+        sc = self.sc
+
+        def job() -> None:
+            sc.setJobGroup(job_group, f"k2k lease {spec.lease_id}", interruptOnCancel=True)
+            try:
+                rdd = sc.parallelize(groups, len(groups))
+                outcome.result = rdd.mapPartitions(functools.partial(run_groups, spec)).collect()
+            except Exception as exc:  # re-raised on the driver's main thread below
+                outcome.error = exc
+
+        thread = threading.Thread(target=job, name=job_group, daemon=True)
+        thread.start()
+        cancelled = self._watch(thread, job_group, reassigned, tick, topics_changed)
+        if outcome.error is not None:
+            if cancelled:
+                return []  # our own cancel after the stop grace: uncommitted work abandoned
+            raise ReplicationError(f"a runner task failed: {spark_error_line(outcome.error)}")
+        return list(outcome.result)
+
+    def idle(self, reassigned: Callable[[], bool], tick: Callable[[], None]) -> None:
+        """No partitions for this member: wait until the next discovery, a stop request,
+        or ``reassigned()`` (e.g. a member left), calling ``tick()`` meanwhile."""
+        deadline = time.monotonic() + self.discovery_interval_s
+        while not self.stop.is_set() and time.monotonic() < deadline:
+            self.stop.wait(TICK_S)
+            tick()
+            if reassigned():
+                return
+
+    def _watch(
+        self,
+        thread: threading.Thread,
+        job_group: str,
+        reassigned: Callable[[], bool],
+        tick: Callable[[], None],
+        topics_changed: Callable[[], bool] | None,
+    ) -> bool:
+        """Watch the job thread until it ends; returns True when the job was cancelled."""
+        next_discovery = time.monotonic() + self.discovery_interval_s
+        stop_seen: float | None = None
+        handing_over = False
+        while thread.is_alive():
+            thread.join(TICK_S)
+            if not handing_over and reassigned():
+                handing_over = True
+                self.control.end_lease()
+            try:
+                tick()
+            except K2KError as exc:
+                log.warning("progress display: %s", exc)
+            now = time.monotonic()
+            if self.stop.is_set():
+                stop_seen = stop_seen or now
+                self.control.end_lease()
+                if now - stop_seen > STOP_GRACE_S:
+                    log.warning(
+                        "runners did not stop within %.0f s; cancelling the lease", STOP_GRACE_S
+                    )
+                    self.sc.cancelJobGroup(job_group)
+                    thread.join(5)
+                    return True
+            elif now >= next_discovery:
+                next_discovery = now + self.discovery_interval_s
+                if topics_changed is not None and topics_changed():
+                    log.info("new source topics or partitions found; starting a new lease")
+                    self.control.end_lease()
+        return False

@@ -1,0 +1,154 @@
+"""This planner's membership of its commit group: its share of the partitions, and claims.
+
+Runs on: driver. A thin layer over :class:`k2k.coordination.assignment.Assignment` in the
+planner's terms (runner groups and summaries rather than partitions and claim ids); the
+protocol itself (heartbeats, share, claim, wait or fence, verify) is described there. Per
+lease the planner:
+
+1. takes its share of the selected partitions (:meth:`Membership.share`);
+2. claims the partitions of the runner groups it planned, one transactional id per runner
+   slot in exactly-once mode (:meth:`Membership.claim`);
+3. while the lease runs, watches for members coming and going, and for claims taken by
+   another member (:meth:`Membership.changed`);
+4. releases the partitions of every runner that returned (:meth:`Membership.release`).
+
+A newer session under the same member name makes :class:`~k2k.coordination.assignment.StandDown`
+propagate out of any of these; after it, :meth:`Membership.close` writes nothing more.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Callable, Iterable
+
+from confluent_kafka import KafkaException
+
+from k2k.config import PipelineConfig
+from k2k.coordination.assignment import Assignment, transactional_id
+from k2k.errors import K2KError
+from k2k.kafka.factory import producer_settings
+from k2k.pipeline.plan import RunnerGroup, RunnerSummary
+
+__all__ = ["Membership"]
+
+# The planner's logger: these lines were always the planner's, and operators filter on it.
+log = logging.getLogger("k2k.planner")
+
+TP = tuple[str, int]
+
+
+class Membership:
+    """Runs on: driver. Joins the assignment topic on creation (heartbeats start) and
+    leaves it on :meth:`close`."""
+
+    def __init__(
+        self, cfg: PipelineConfig, member: str, standby: bool, assignment_partitions: int
+    ) -> None:
+        self.cfg = cfg
+        self.member = member
+        self.standby = standby
+        #: Set when a newer session of this member name took over: leave nothing behind.
+        self.stood_down = False
+        commit, assign = cfg.coordination.commit, cfg.coordination.assignment
+        self.assignment = Assignment(
+            producer_conf=producer_settings(
+                cfg.target_client("producer"), False, exactly_once=True
+            ),
+            consumer_conf=cfg.target_client("consumer"),
+            topic=assign.topic,
+            partitions=assignment_partitions,
+            group=cfg.commit_group,
+            member=member,
+            standby=standby,
+            grace_s=assign.grace_window.total_seconds(),
+            fencing_parallelism=assign.fencing_max_parallelism,
+            sync_timeout_s=commit.sync_timeout.total_seconds(),
+            on_bad_record=cfg.error_handling.on_control_message_deserialization_error,
+        )
+
+    def join(self) -> None:
+        """Heartbeat and read the assignment topic up to now."""
+        self.assignment.catch_up()
+        log.info(
+            "member %s of commit group %s (%s)",
+            self.member,
+            self.cfg.commit_group,
+            "standby" if self.standby else "active",
+        )
+
+    def share(self, partitions: list[TP]) -> tuple[tuple[str, ...], set[TP]]:
+        """Step 1: the active members now, and this member's share of ``partitions``."""
+        self.assignment.catch_up()
+        members = self.assignment.active_members()
+        return members, set(self.assignment.share(partitions, members))
+
+    def claim(self, groups: list[RunnerGroup], stopping: Callable[[], bool]) -> list[RunnerGroup]:
+        """Step 2: claim every partition of ``groups`` for this member, waiting for or
+        fencing previous owners; returns the groups with their transactional id and claims.
+
+        Returns early, claims written but nothing fenced, once ``stopping()`` is true."""
+        eos = self.cfg.features.exactly_once
+        wanted: dict[TP, str] = {}
+        for g in groups:
+            txid = transactional_id(self.cfg.commit_group, self.member, g.index) if eos else ""
+            for r in g.ranges:
+                wanted[(r.topic, r.partition)] = txid
+        claims = self.assignment.acquire(wanted, stopping)
+        return [
+            dataclasses.replace(
+                g,
+                transactional_id=wanted[(g.ranges[0].topic, g.ranges[0].partition)] or None,
+                claims=tuple(
+                    (r.topic, r.partition, claims[(r.topic, r.partition)]) for r in g.ranges
+                ),
+            )
+            for g in groups
+        ]
+
+    def changed(self, members: tuple[str, ...], claims: dict[TP, str]) -> bool:
+        """Step 3: True when the lease should end: the active members are no longer
+        ``members``, or a partition of ``claims`` was claimed by another member.
+
+        Raises :class:`~k2k.coordination.assignment.StandDown` for a newer session of ours."""
+        self.assignment.tick()
+        now = self.assignment.active_members()
+        if now != members:
+            log.info(
+                "members of %s now %s (were %s); re-planning",
+                self.cfg.commit_group,
+                ", ".join(now),
+                ", ".join(members),
+            )
+            return True
+        lost = self.assignment.claimed_elsewhere(claims)
+        if lost:
+            log.info("%d partitions claimed by another member; re-planning", len(lost))
+            return True
+        return False
+
+    def release(
+        self, lease_id: int, groups: Iterable[RunnerGroup], summaries: Iterable[RunnerSummary]
+    ) -> None:
+        """Step 4: release the partitions of every runner that returned (its producer is
+        done), except fenced ones: another member owns those now."""
+        by_index = {g.index: g for g in groups}
+        done: dict[TP, str] = {}
+        for s in summaries:
+            if s.fenced:
+                log.warning("lease %d runner %d stood down: %s", lease_id, s.group, s.fenced)
+                continue
+            for t, p, claim in by_index[s.group].claims:
+                done[(t, p)] = claim
+        if done:
+            self.assignment.release(done)
+
+    def close(self) -> None:
+        """Leave the group (others take over without waiting), unless we stood down."""
+        if not self.stood_down:
+            # Best effort on the way out: a failure here must not hide the error that ended
+            # the run, and other members take over after graceWindow anyway.
+            with contextlib.suppress(K2KError, KafkaException):
+                self.assignment.leave({})
+        self.assignment.close()

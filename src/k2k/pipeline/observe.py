@@ -1,0 +1,98 @@
+"""The per-run observer hook: what offset mapping and metrics learn from the data path.
+
+Runs on: executor. A *run* is consecutive records of one source partition produced to one
+target partition in one go. The runner reports each run once the target has acknowledged
+its first and last record, with the target offsets they got: never per record, and not at
+all when no observer is registered (the fast path carries no extra delivery callbacks).
+
+With ``partition: hash`` the records of a consumed run spread over target partitions, so
+each record is reported as a run of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from collections.abc import Callable
+from typing import Protocol
+
+from confluent_kafka import KafkaError, Message
+
+__all__ = ["ProducedRun", "RunObserver", "RunReport"]
+
+
+@dataclass(slots=True)
+class ProducedRun:
+    """One acknowledged run. ``count`` records with source offsets ``source_first`` to
+    ``source_last`` (gaps possible under ``read_committed``: markers, aborted records) went
+    to ``target_topic[target_partition]`` at offsets ``target_first`` to ``target_last``.
+
+    The target offsets are contiguous (``target_last - target_first + 1 == count``) unless
+    another producer wrote to the same target partition in between.
+    """
+
+    source_topic: str
+    source_partition: int
+    source_first: int
+    source_last: int
+    count: int
+    target_topic: str
+    target_partition: int = -1
+    target_first: int = -1
+    target_last: int = -1
+
+    @property
+    def contiguous(self) -> bool:
+        """True when every offset in between maps one to one (source and target)."""
+        span = self.count - 1
+        return (
+            self.source_last - self.source_first == span
+            and self.target_last - self.target_first == span
+        )
+
+
+class RunObserver(Protocol):
+    """Called in the runner's thread (inside the producer's poll or flush), once per
+    acknowledged run; it must be quick and must not produce to the target itself (records
+    that commit with a batch go through the commit strategy's ``add``)."""
+
+    def on_run(self, run: ProducedRun) -> None: ...
+
+
+class RunReport:
+    """The delivery callbacks of one observed run: its first and its last record."""
+
+    __slots__ = ("_ack", "_observer", "_waiting", "run")
+
+    def __init__(
+        self,
+        run: ProducedRun,
+        observer: RunObserver,
+        ack: Callable[[KafkaError | None, Message], None] | None,
+        single: bool,
+    ) -> None:
+        self.run = run
+        self._observer = observer
+        self._ack = ack
+        self._waiting = 1 if single else 2
+
+    def on_first(self, err: KafkaError | None, msg: Message) -> None:
+        if err is None:
+            self.run.target_first = msg.offset() or 0
+        self._done(err)
+
+    def on_last(self, err: KafkaError | None, msg: Message) -> None:
+        if err is None:
+            self.run.target_partition = msg.partition() or 0
+            self.run.target_last = msg.offset() or 0
+            if self._waiting == 1 and self.run.target_first < 0:
+                self.run.target_first = self.run.target_last
+        if self._ack is not None:
+            self._ack(err, msg)
+        self._done(err)
+
+    def _done(self, err: KafkaError | None) -> None:
+        self._waiting -= 1
+        if err is not None:
+            self._waiting = -1  # a failed run is never reported; its batch fails
+        elif self._waiting == 0:
+            self._observer.on_run(self.run)

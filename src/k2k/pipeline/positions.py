@@ -1,0 +1,114 @@
+"""Where each source partition's replication starts: the driver's view of committed progress.
+
+Runs on: driver. The planner loads the progress records of its commit group once at start,
+resolves a start offset for partitions without progress (see
+:meth:`k2k.pipeline.discovery.Discovery.discover`), turns positions into one offset range per
+partition for each lease, and folds the runners' summaries back in after the lease.
+
+Invariants:
+
+* a partition's start offset never moves backwards: folding keeps the larger offset;
+* ``has_progress`` only grows: a partition is in it once a progress record exists for it,
+  either read at start or written by a runner.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+
+from k2k.kafka.admin import TopicInfo
+from k2k.observability.stats import PipelineStats
+from k2k.pipeline.plan import PartitionRange, RunnerSummary
+
+__all__ = ["StartPositions"]
+
+# The planner's logger: these lines were always the planner's, and operators filter on it.
+log = logging.getLogger("k2k.planner")
+
+TP = tuple[str, int]
+
+
+class StartPositions:
+    """Runs on: driver. The start offset of every known source partition, and which of them
+    have committed progress.
+
+    >>> pos = StartPositions()
+    >>> pos.load({("t", 0): 7})
+    >>> pos.add_initial({("t", 1): 3})
+    >>> [(r.partition, r.start, r.has_progress) for r in pos.ranges({"t": TopicInfo("t", 2)}, None)]
+    [(0, 7, True), (1, 3, False)]
+    >>> pos.caught_up({("t", 0): 7}), pos.caught_up({("t", 1): 3})
+    (True, False)
+    """
+
+    def __init__(self) -> None:
+        self.starts: dict[TP, int] = {}
+        self.has_progress: set[TP] = set()
+
+    def load(self, committed: Mapping[TP, int]) -> None:
+        """Take the committed progress (next offset to read) read from the commit topic."""
+        for tp, offset in committed.items():
+            self.starts[tp] = offset
+            self.has_progress.add(tp)
+
+    def missing(self, partitions: Iterable[TP]) -> list[TP]:
+        """The partitions among ``partitions`` that have no start offset yet."""
+        return [tp for tp in partitions if tp not in self.starts]
+
+    def add_initial(self, offsets: Mapping[TP, int]) -> None:
+        """Start offsets resolved for partitions without progress (``auto.offset.reset``)."""
+        self.starts.update(offsets)
+
+    def caught_up(self, ends: Mapping[TP, int]) -> bool:
+        """True when every partition of ``ends`` has committed progress at or past its end."""
+        return all(
+            tp in self.has_progress and self.starts.get(tp, 0) >= end for tp, end in ends.items()
+        )
+
+    def ranges(
+        self, topics: Mapping[str, TopicInfo], ends: Mapping[TP, int] | None
+    ) -> list[PartitionRange]:
+        """One range per partition of ``topics`` still to copy.
+
+        With ``ends`` (``--until-caught-up``) only the partitions captured at start count,
+        and those already committed up to their end are left out."""
+        out = []
+        for t, info in topics.items():
+            for p in range(info.partitions):
+                if ends is not None and (t, p) not in ends:
+                    continue  # a partition added after the start (--until-caught-up)
+                end = ends.get((t, p)) if ends is not None else None
+                start = self.starts[(t, p)]
+                if end is not None and start >= end and (t, p) in self.has_progress:
+                    continue
+                out.append(PartitionRange(t, p, start, end, (t, p) in self.has_progress))
+        return out
+
+    def fold(
+        self, lease_id: int, summaries: Iterable[RunnerSummary], stats: PipelineStats
+    ) -> list[str]:
+        """Take the runners' committed offsets and totals into the positions and ``stats``;
+        logs one line per runner and returns the runners' errors (first one first)."""
+        errors = []
+        for s in summaries:
+            log.info(
+                "lease %d runner %d: %d partitions, %d records in %.1f s%s",
+                lease_id,
+                s.group,
+                len(s.partitions),
+                s.records,
+                s.seconds,
+                f", error: {s.error}" if s.error else "",
+            )
+            for o in s.partitions:
+                tp = (o.topic, o.partition)
+                if o.progress_written:
+                    self.starts[tp] = max(self.starts.get(tp, 0), o.committed)
+                    self.has_progress.add(tp)
+                stats.committed[tp] = self.starts[tp]
+            stats.records += s.records
+            stats.bytes += s.bytes
+            if s.error:
+                errors.append(s.error)
+        return errors

@@ -1,0 +1,127 @@
+"""The runner's source reader: its partitions, read from their committed positions.
+
+Runs on: executor, one per runner task. A librdkafka consumer *assigned* (never subscribed:
+no group membership, no offset commits on the source, which may be read-only) to the
+runner's partitions at their progress offsets, ``read_committed`` by default. It also knows
+where each partition stands: the next offset to read, and (``--until-caught-up``) whether a
+partition reached its range end.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+
+from k2k.errors import ReplicationError
+from k2k.kafka.factory import build_consumer
+from k2k.kafka.faults import Outcome, classify, describe
+from k2k.pipeline.commit.ledger import TP, Positions
+from k2k.pipeline.plan import PartitionOutcome, PartitionRange
+
+__all__ = ["SourceReader"]
+
+log = logging.getLogger("k2k.runner")
+
+#: The most records one consume call returns.
+_MAX_CONSUME_BATCH = 10_000
+#: How long an idle runner waits for its next record.
+_IDLE_WAIT_S = 0.05
+
+
+class SourceReader:
+    """Runs on: executor. Reads the runner's active ranges; a range with an end that is
+    already reached is marked so in ``outcomes`` and never assigned."""
+
+    def __init__(
+        self,
+        consumer_conf: Mapping[str, str],
+        ranges: list[PartitionRange],
+        committed: Mapping[TP, int],
+        outcomes: Mapping[TP, PartitionOutcome],
+        on_error: Callable[[KafkaError], None],
+    ) -> None:
+        active = [r for r in ranges if r.end is None or r.start < r.end]
+        for r in ranges:
+            if r.end is not None and r.start >= r.end:
+                outcomes[(r.topic, r.partition)].reached_end = True
+        self.committed = committed
+        self.outcomes = outcomes
+        self.topics = {r.topic for r in active}
+        #: Range ends still to reach (``--until-caught-up``), and how many have none.
+        self.bounds: dict[TP, int] = {
+            (r.topic, r.partition): r.end for r in active if r.end is not None
+        }
+        self.unbounded = len(active) - len(self.bounds)
+        self.assigned = [TopicPartition(r.topic, r.partition, r.start) for r in active]
+        self.eof: dict[TP, int] = {}
+        self.consumer: Consumer = build_consumer(consumer_conf, on_error=on_error)
+        if self.assigned:
+            self.consumer.assign(self.assigned)
+
+    @property
+    def reading(self) -> bool:
+        """True while some assigned partition has no end or has not reached it."""
+        return bool(self.assigned) and bool(self.bounds or self.unbounded)
+
+    def take(self, limit: int) -> list[Message]:
+        """What the consumer has queued now, at most ``limit`` records (never waits)."""
+        return self.consumer.consume(min(_MAX_CONSUME_BATCH, limit), 0)
+
+    def wait(self) -> list[Message]:
+        """Wait briefly for the next record. One record ends the wait: ``consume(n, t)``
+        would hold the first record back until n arrived or t passed."""
+        return self.consumer.consume(1, _IDLE_WAIT_S)
+
+    def on_event(self, m: Message) -> None:
+        """A consumer event in place of a record: partition EOF, or an error."""
+        err = m.error()
+        assert err is not None
+        if err.code() == KafkaError._PARTITION_EOF:
+            self.eof[(m.topic() or "", m.partition() or 0)] = m.offset() or 0
+            return
+        where = f"{m.topic()}[{m.partition()}]"
+        if classify(err) is Outcome.RETRY:
+            log.warning("source %s: %s (retrying)", where, describe(err))
+            return
+        raise ReplicationError(f"reading source {where} failed: {describe(err)}")
+
+    def positions(self, only: Mapping[TP, object] | None = None) -> Positions:
+        """Next offset to read per assigned partition (``only``: of those partitions): the
+        consumer's position, or the offset of a partition-EOF event past it (under
+        read_committed, transaction markers and aborted records occupy offsets that are
+        never delivered)."""
+        tps = (
+            self.assigned
+            if only is None
+            else [tp for tp in self.assigned if (tp.topic, tp.partition) in only]
+        )
+        out: Positions = {}
+        for tp in self.consumer.position(tps):
+            key = (tp.topic, tp.partition)
+            out[key] = max(tp.offset, self.eof.get(key, -1), self.committed[key])
+        return out
+
+    def final_positions(self, unwritten: set[TP]) -> Positions:
+        """Lease end: where every partition stands, partitions without progress included."""
+        final = self.positions() if self.assigned else {}
+        for tp in unwritten:
+            final.setdefault(tp, self.committed[tp])
+        return final
+
+    def retire_finished(self) -> None:
+        """Stop reading partitions that reached their range end (``--until-caught-up``)."""
+        if not self.bounds:
+            return
+        finished = [tp for tp, pos in self.positions(self.bounds).items() if pos >= self.bounds[tp]]
+        if not finished:
+            return
+        done = set(finished)
+        self.consumer.pause([tp for tp in self.assigned if (tp.topic, tp.partition) in done])
+        for tp in finished:
+            del self.bounds[tp]
+            self.outcomes[tp].reached_end = True
+
+    def close(self) -> None:
+        self.consumer.close()
