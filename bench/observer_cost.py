@@ -1,0 +1,127 @@
+"""What the per-run observer hook costs the copy loop.
+
+One runner (``k2k.pipeline.runner.Runner``, in-process, no Spark) copies a backlog of
+``--records`` x 100 B from an 8-partition source topic into a fresh target topic, in both
+delivery modes, with no observer (the fast path) and with an observer that only counts the
+runs it is told about (every run then carries callbacks on its first and last record).
+Rounds alternate the order; the summary compares medians.
+
+    .venv/bin/python -m bench.observer_cost [--records 2000000] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import tempfile
+import time
+import uuid
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from bench.harness import preload
+from k2k.kafka.factory import consumer_settings, producer_settings
+from k2k.local import free_port, start_pair
+from k2k.pipeline.observe import ProducedRun
+from k2k.pipeline.plan import LeaseSpec, PartitionRange, RunnerGroup
+from k2k.pipeline.runner import Runner
+from k2k.stages import SourcePartition, TopicPlan
+
+PARTITIONS = 8
+
+
+class CountingObserver:
+    """The cheapest real observer: it counts runs and records."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+        self.records = 0
+
+    def on_run(self, run: ProducedRun) -> None:
+        self.runs += 1
+        self.records += run.count
+
+
+def _create(bootstrap: str, *topics: tuple[str, int, dict[str, str]]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    new = [NewTopic(name, parts, 1, config=config) for name, parts, config in topics]
+    for future in admin.create_topics(new).values():
+        future.result()
+
+
+def copy_once(
+    source: str, target: str, topic: str, records: int, eos: bool, observe: bool
+) -> float:
+    """One runner copies the whole topic; returns records/s over the runner's lifetime."""
+    name = f"obs-{uuid.uuid4().hex[:8]}"
+    _create(target, (name, PARTITIONS, {}), (f"{name}-progress", 1, {"cleanup.policy": "compact"}))
+    counter = CountingObserver()
+    spec = LeaseSpec(
+        lease_id=1,
+        pipeline=name,
+        commit_group=name,
+        commit_topic=f"{name}-progress",
+        commit_partitions=1,
+        source_consumer=consumer_settings({"bootstrap.servers": source}, name),
+        target_producer=producer_settings({"bootstrap.servers": target}, False, exactly_once=eos),
+        topics={topic: TopicPlan(topic, name, SourcePartition(), True, True, None)},
+        batch_size=1000,
+        batch_timeout_s=2.0,
+        lease_s=600,
+        exactly_once=eos,
+        control_consumer={"bootstrap.servers": target},
+        observer=(lambda: counter) if observe else None,
+    )
+    per_partition = records // PARTITIONS
+    ranges = tuple(PartitionRange(topic, p, 0, per_partition, False) for p in range(PARTITIONS))
+    group = RunnerGroup(0, ranges, transactional_id=f"{name}-txn" if eos else None)
+    started = time.monotonic()
+    summary = Runner(spec, group).run()
+    elapsed = time.monotonic() - started
+    if summary.error or summary.records != records:
+        raise SystemExit(f"copy failed: {summary.error or summary.records}")
+    if observe and counter.records != records:
+        raise SystemExit(f"observer saw {counter.records} of {records} records")
+    return records / elapsed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--records", type=int, default=2_000_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    records = args.records // PARTITIONS * PARTITIONS
+    root = tempfile.mkdtemp(prefix="k2k-observer-cost-")
+    pair = start_pair(root, free_port(), free_port())
+    source, target = pair.source.bootstrap, pair.target.bootstrap
+    cases = [(eos, observe) for eos in (False, True) for observe in (False, True)]
+    rates: dict[tuple[bool, bool], list[float]] = {case: [] for case in cases}
+    try:
+        preload(source, "backlog", records, 100)
+        copy_once(source, target, "backlog", records, False, False)  # warm-up, not counted
+        for round_ in range(args.rounds):
+            for case in cases if round_ % 2 == 0 else cases[::-1]:
+                rates[case].append(copy_once(source, target, "backlog", records, *case))
+                print(f"round {round_ + 1} {_label(*case)}: {rates[case][-1]:,.0f} records/s")
+    finally:
+        pair.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    for eos in (False, True):
+        plain = statistics.median(rates[(eos, False)])
+        observed = statistics.median(rates[(eos, True)])
+        print(
+            f"{'exactly-once' if eos else 'at-least-once'}: {plain:,.0f} records/s without, "
+            f"{observed:,.0f} with an observer ({observed / plain - 1:+.1%}, medians of "
+            f"{args.rounds})"
+        )
+
+
+def _label(eos: bool, observe: bool) -> str:
+    return f"{'exactly-once' if eos else 'at-least-once'}, {'observer' if observe else 'none'}"
+
+
+if __name__ == "__main__":
+    main()
