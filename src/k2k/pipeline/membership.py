@@ -124,9 +124,23 @@ class Membership:
             return True
         lost = self.assignment.claimed_elsewhere(claims)
         if lost:
-            log.info("%d partitions claimed by another member; re-planning", len(lost))
+            self._stand_down_from(lost)
             return True
         return False
+
+    def _stand_down_from(self, lost: list[TP]) -> None:
+        """Say which partitions another member claimed since this lease was planned: this
+        member stops writing them now, whether or not its runners had anything left to
+        commit (a runner that had is also fenced, and says so when it returns)."""
+        owners = self.assignment.owners
+        by = sorted({owners[tp].member for tp in lost if tp in owners}) or ["nobody"]
+        log.warning(
+            "%d partitions (%s) claimed by member %s since this lease was planned; "
+            "stood down from them, re-planning",
+            len(lost),
+            ", ".join(f"{t}[{p}]" for t, p in sorted(lost)),
+            ", ".join(by),
+        )
 
     def release(
         self, lease_id: int, groups: Iterable[RunnerGroup], summaries: Iterable[RunnerSummary]

@@ -11,8 +11,8 @@ each record is reported as a run of its own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from confluent_kafka import KafkaError, Message

@@ -195,11 +195,11 @@ class Runner:
         monotonic = time.monotonic
         deadline = monotonic() + self.spec.lease_s  # executor clock: no skew with the driver
         while source.reading and not stop.is_set() and monotonic() < deadline:
-            # Step 1. Read what is queued now; with nothing queued the runner is caught up:
-            # the strategy may commit, then the loop waits briefly for the next record.
+            # Step 1. Read what is queued now; with nothing queued the runner may be caught
+            # up and the strategy may commit, then the loop waits briefly for the next record.
             msgs = source.take(strategy.room())
             if not msgs:
-                strategy.idle(source.positions)
+                strategy.idle(source.caught_up)
                 msgs = source.wait()
             # Step 2. Stages and write, run by run.
             if msgs:

@@ -56,6 +56,7 @@ class SourceReader:
         self.unbounded = len(active) - len(self.bounds)
         self.assigned = [TopicPartition(r.topic, r.partition, r.start) for r in active]
         self.eof: dict[TP, int] = {}
+        self.retired: set[TP] = set()  # reached their range end: paused
         self.consumer: Consumer = build_consumer(consumer_conf, on_error=on_error)
         if self.assigned:
             self.consumer.assign(self.assigned)
@@ -103,6 +104,20 @@ class SourceReader:
             out[key] = max(tp.offset, self.eof.get(key, -1), self.committed[key])
         return out
 
+    def caught_up(self) -> Positions | None:
+        """The positions when every partition still read has reached the end the last fetch
+        reported (librdkafka's cached high watermark, no request), else None. A backlog
+        is never caught up even when the consumer's queue briefly runs dry."""
+        positions = self.positions()
+        for tp in self.assigned:
+            key = (tp.topic, tp.partition)
+            if key in self.retired:
+                continue
+            high = self.consumer.get_watermark_offsets(tp, cached=True)[1]
+            if high < 0 or positions[key] < high:
+                return None
+        return positions
+
     def final_positions(self, unwritten: set[TP]) -> Positions:
         """Lease end: where every partition stands, partitions without progress included."""
         final = self.positions() if self.assigned else {}
@@ -121,6 +136,7 @@ class SourceReader:
         self.consumer.pause([tp for tp in self.assigned if (tp.topic, tp.partition) in done])
         for tp in finished:
             del self.bounds[tp]
+            self.retired.add(tp)
             self.outcomes[tp].reached_end = True
 
     def close(self) -> None:

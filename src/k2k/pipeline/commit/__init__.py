@@ -57,8 +57,9 @@ class CommitStrategy(Protocol):
     def seal(self, positions: Positions) -> None:
         """Commit point: the open batch, whose records end at ``positions``, commits."""
 
-    def idle(self, positions: Callable[[], Positions]) -> None:
-        """The consumer had nothing queued: the runner is caught up."""
+    def idle(self, caught_up: Callable[[], Positions | None]) -> None:
+        """The consumer had nothing queued; ``caught_up()`` says where the partitions stand
+        if the runner is at the end of every one of them (None otherwise)."""
 
     def service(self) -> None:
         """Between consumed batches: serve callbacks, commit what is ready, raise failures."""

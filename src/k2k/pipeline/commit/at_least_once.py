@@ -98,7 +98,7 @@ class AtLeastOnce:
         self.pending.append(self.epoch)
         self.epoch = _Epoch(now)
 
-    def idle(self, positions: Callable[[], Positions]) -> None:
+    def idle(self, caught_up: Callable[[], Positions | None]) -> None:
         """Caught up: records are visible once produced, so there is no reason to seal."""
         self.service()
 

@@ -3,9 +3,10 @@
 Runs on: executor. A batch is written through one of two transactional producers while the
 previous batch commits on the other (:mod:`k2k.pipeline.commit.transactions` says why that
 keeps order and exactly-once). A batch is sealed at ``batchSize`` records per partition or
-``batchTimeout``, or as soon as the runner has drained what its consumer had queued: at low
-rates a record is then visible within one fetch and one commit, while a backlog, which never
-drains, still commits large transactions (docs/exactly-once.md#when-a-batch-commits).
+``batchTimeout``, or as soon as the runner is caught up (nothing queued, and at the end of
+every partition as the last fetch saw it): at low rates a record is then visible within one
+fetch and one commit, while a backlog still commits large transactions
+(docs/exactly-once.md#when-a-batch-commits).
 """
 
 from __future__ import annotations
@@ -99,11 +100,14 @@ class ExactlyOnce:
             and now - self.started >= self.spec.batch_timeout_s
         )
 
-    def idle(self, positions: Callable[[], Positions]) -> None:
-        """Caught up: commit what the batch holds now rather than at its limits."""
+    def idle(self, caught_up: Callable[[], Positions | None]) -> None:
+        """The consumer had nothing queued: when the runner is also at the end of every
+        partition, commit what the batch holds now rather than at its limits."""
         self.service()
         if self.records:
-            self.seal(positions())
+            positions = caught_up()
+            if positions is not None:
+                self.seal(positions)
 
     def service(self) -> None:
         self.producer.poll(0)
