@@ -71,19 +71,19 @@ def copy_once(
         lease_s=600,
         exactly_once=eos,
         control_consumer={"bootstrap.servers": target},
-        observer=(lambda: counter) if observe else None,
+        observer=(lambda strategy: counter) if observe else None,
     )
     per_partition = records // PARTITIONS
     ranges = tuple(PartitionRange(topic, p, 0, per_partition, False) for p in range(PARTITIONS))
     group = RunnerGroup(0, ranges, transactional_id=f"{name}-txn" if eos else None)
-    started = time.monotonic()
+    started, cpu_started = time.monotonic(), time.process_time()
     summary = Runner(spec, group).run()
-    elapsed = time.monotonic() - started
+    elapsed, cpu = time.monotonic() - started, time.process_time() - cpu_started
     if summary.error or summary.records != records:
         raise SystemExit(f"copy failed: {summary.error or summary.records}")
     if observe and counter.records != records:
         raise SystemExit(f"observer saw {counter.records} of {records} records")
-    return records / elapsed
+    return records / elapsed, cpu / records * 1e6
 
 
 def main() -> None:
@@ -98,24 +98,27 @@ def main() -> None:
     pair = start_pair(root, free_port(), free_port())
     source, target = pair.source.bootstrap, pair.target.bootstrap
     cases = [(eos, observe) for eos in (False, True) for observe in (False, True)]
-    rates: dict[tuple[bool, bool], list[float]] = {case: [] for case in cases}
+    rates: dict[tuple[bool, bool], list[tuple[float, float]]] = {case: [] for case in cases}
     try:
         preload(source, "backlog", records, 100)
         copy_once(source, target, "backlog", records, False, False)  # warm-up, not counted
         for round_ in range(args.rounds):
             for case in cases if round_ % 2 == 0 else cases[::-1]:
-                rates[case].append(copy_once(source, target, "backlog", records, *case))
-                print(f"round {round_ + 1} {_label(*case)}: {rates[case][-1]:,.0f} records/s")
+                rate, cpu_us = copy_once(source, target, "backlog", records, *case)
+                rates[case].append((rate, cpu_us))
+                print(
+                    f"round {round_ + 1} {_label(*case)}: {rate:,.0f} records/s, {cpu_us:.2f} µs CPU/record"
+                )
     finally:
         pair.stop()
         shutil.rmtree(root, ignore_errors=True)
     for eos in (False, True):
-        plain = statistics.median(rates[(eos, False)])
-        observed = statistics.median(rates[(eos, True)])
+        plain = [statistics.median(x[i] for x in rates[(eos, False)]) for i in (0, 1)]
+        seen = [statistics.median(x[i] for x in rates[(eos, True)]) for i in (0, 1)]
         print(
-            f"{'exactly-once' if eos else 'at-least-once'}: {plain:,.0f} records/s without, "
-            f"{observed:,.0f} with an observer ({observed / plain - 1:+.1%}, medians of "
-            f"{args.rounds})"
+            f"{'exactly-once' if eos else 'at-least-once'}: {plain[0]:,.0f} records/s, "
+            f"{plain[1]:.2f} µs CPU/record without; {seen[0]:,.0f} records/s, {seen[1]:.2f} µs "
+            f"with an observer (CPU {seen[1] / plain[1] - 1:+.1%}, medians of {args.rounds})"
         )
 
 

@@ -68,7 +68,7 @@ def _run(clusters, source: str, target: str, *, eos: bool, hash_: bool, name: st
         lease_s=120,
         exactly_once=eos,
         control_consumer={"bootstrap.servers": clusters.target},
-        observer=lambda: recorder,
+        observer=lambda strategy: recorder,
     )
     ranges = tuple(PartitionRange(source, p, 0, end, False) for p, end in sorted(ends.items()))
     group = RunnerGroup(0, ranges, transactional_id=f"{name}-txn" if eos else None)

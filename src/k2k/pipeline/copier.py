@@ -23,6 +23,7 @@ from typing import Any
 from confluent_kafka import KafkaException, Message, Producer
 
 from k2k.errors import K2KError
+from k2k.kafka.produce import produce_when_room
 from k2k.pipeline.commit import CommitStrategy, DeliveryCallback
 from k2k.pipeline.observe import ProducedRun, RunObserver, RunReport
 from k2k.stages.headers import Header
@@ -34,9 +35,6 @@ __all__ = ["FAIL_AFTER_ENV", "RecordCopier", "make_copier"]
 #: once it has produced this many records, in the middle of a commit batch, so tests can
 #: prove that a retried Spark task continues exactly after the committed progress.
 FAIL_AFTER_ENV = "K2K_TEST_FAIL_TASK_AFTER_RECORDS"
-
-#: How long a full producer queue waits for acknowledgements before trying again.
-_ROOM_WAIT_S = 0.05
 
 
 class RecordCopier:
@@ -121,7 +119,8 @@ class RecordCopier:
         ack: DeliveryCallback | None,
     ) -> int:
         """Produce ``msgs[first:end]``, one run of ``topic[part]``; returns the callbacks of
-        ``ack`` attached."""
+        ``ack`` attached. One function on purpose: a Python call per record would cost more
+        than anything else the loop does besides consume and produce."""
         plan = self.plans[topic]
         target = plan.target
         target_part = plan.partitioning.target_partition(part)
@@ -158,9 +157,12 @@ class RecordCopier:
             try:
                 produce(target, value, key, target_part, cb, None, ts, headers)
             except BufferError:
-                self._produce_when_room(
-                    producer, m, (target, value, key, target_part, cb, None, ts, headers)
-                )
+                try:
+                    produce_when_room(
+                        producer, target, value, key, target_part, cb, None, ts, headers
+                    )
+                except KafkaException as exc:
+                    raise self.on_produce_error(m, exc) from None
             except KafkaException as exc:
                 raise self.on_produce_error(m, exc) from None
             if value is not None:
@@ -207,18 +209,6 @@ class RecordCopier:
         if fixed is None:
             fixed = self._tracing[(topic, part)] = plan.tracing.around_offset(topic, part)
         return fixed
-
-    def _produce_when_room(self, producer: Producer, m: Message, args: tuple) -> None:
-        """The producer queue is full: serve acknowledgements until there is room."""
-        while True:
-            producer.poll(_ROOM_WAIT_S)
-            try:
-                producer.produce(*args)
-                return
-            except BufferError:
-                continue
-            except KafkaException as exc:
-                raise self.on_produce_error(m, exc) from None
 
 
 class _FailingCopier(RecordCopier):

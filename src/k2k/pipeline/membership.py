@@ -129,14 +129,15 @@ class Membership:
         return False
 
     def _stand_down_from(self, lost: list[TP]) -> None:
-        """Say which partitions another member claimed since this lease was planned: this
-        member stops writing them now, whether or not its runners had anything left to
-        commit (a runner that had is also fenced, and says so when it returns)."""
+        """Say which partitions another member claimed since this lease was planned (this
+        member was frozen or slow): the lease ends at once and this member plans again
+        without them, whether or not its runners had anything left to commit. Exactly-once,
+        the other member fenced them first, so nothing of theirs commits after its claim."""
         owners = self.assignment.owners
         by = sorted({owners[tp].member for tp in lost if tp in owners}) or ["nobody"]
         log.warning(
             "%d partitions (%s) claimed by member %s since this lease was planned; "
-            "stood down from them, re-planning",
+            "stood down from them, ending the lease",
             len(lost),
             ", ".join(f"{t}[{p}]" for t, p in sorted(lost)),
             ", ".join(by),

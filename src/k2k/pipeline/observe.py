@@ -52,8 +52,15 @@ class ProducedRun:
 
 class RunObserver(Protocol):
     """Called in the runner's thread (inside the producer's poll or flush), once per
-    acknowledged run; it must be quick and must not produce to the target itself (records
-    that commit with a batch go through the commit strategy's ``add``)."""
+    acknowledged run; it must be quick and must not produce to the target itself: records
+    that commit with a batch go through the commit strategy it was built with
+    (``CommitStrategy.add``).
+
+    Acknowledged is not committed. Exactly-once, a run is reported when its batch is
+    flushed, before the transaction commits: what the observer adds joins the same
+    transaction, so it commits or aborts with the records it describes. At-least-once, the
+    records are visible once acknowledged; what it adds is written with the batch's
+    progress."""
 
     def on_run(self, run: ProducedRun) -> None: ...
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Literal
 from k2k.stages.topicplan import TopicPlan
 
 if TYPE_CHECKING:
+    from k2k.pipeline.commit import CommitStrategy
     from k2k.pipeline.observe import RunObserver
 
 Policy = Literal["fail", "ignore"]
@@ -94,9 +95,10 @@ class LeaseSpec:
     sync_timeout_s: float = 30.0
     on_sync_timeout: Policy = "fail"
     on_bad_record: Policy = "fail"
-    #: Builds each runner's observer of produced runs (offset mapping, metrics), on the
-    #: executor; a picklable callable. None: no observer, the fast path.
-    observer: Callable[[], RunObserver] | None = None
+    #: Builds each runner's observer of produced runs (offset mapping, metrics) on the
+    #: executor, given the runner's commit strategy (records that must commit with a batch
+    #: go through its ``add``); a picklable callable. None: no observer, the fast path.
+    observer: Callable[[CommitStrategy], RunObserver] | None = None
 
 
 @dataclass(slots=True)

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Iterator
 from confluent_kafka import KafkaException, Producer
 
 from k2k.coordination.claims import lost_claims
-from k2k.errors import K2KError
+from k2k.errors import K2KError, ReplicationError
 from k2k.kafka.factory import build_producer
 from k2k.pipeline.channel import StopSignal
 from k2k.pipeline.commit import CommitStrategy
@@ -96,8 +96,9 @@ class Runner:
         return summary
 
     def _run(self) -> None:
-        """Own, read progress, copy until the lease ends, commit. Every resource opened here
-        is closed here, whatever happens."""
+        """Own, read progress, copy until the lease ends, commit. The consumer, the stop
+        signal and the commit thread are closed here whatever happens (producers have no
+        close: they go with the task)."""
         spec = self.spec
         with contextlib.ExitStack() as closing:
             try:
@@ -131,7 +132,12 @@ class Runner:
         every earlier producer of them, and the claims are checked after that (see
         k2k.coordination.assignment); only then is progress read."""
         spec, txid = self.spec, self.group.transactional_id
-        if spec.exactly_once and txid:
+        if spec.exactly_once:
+            if not txid:
+                raise ReplicationError(
+                    f"runner group {self.group.index} has no transactional id; exactly-once "
+                    "needs one per runner (a planner bug: nothing was copied)"
+                )
             producers = start_transactional_producers(spec, txid, self.faults)
             self.faults.producers = producers
             self._verify_claims()
@@ -141,8 +147,8 @@ class Runner:
         return producers
 
     def _strategy(self, producers: list[Producer], partitions: int) -> CommitStrategy:
-        """The commit strategy of the lease's delivery mode (two producers: exactly-once)."""
-        if len(producers) == 2:
+        """The commit strategy of the lease's delivery mode."""
+        if self.spec.exactly_once:
             return ExactlyOnce(self.spec, producers, self.ledger, self.faults, partitions)
         return AtLeastOnce(self.spec, producers[0], self.ledger, self.faults)
 
@@ -169,22 +175,29 @@ class Runner:
             )
 
     def _copy(self, source: SourceReader, strategy: CommitStrategy, stop: StopSignal) -> None:
-        """Steps 1-3 until the lease ends, then the last commit; on a k2k error the
-        strategy abandons what is uncommitted (a fenced runner has nothing to abandon)."""
+        """Steps 1-3 until the lease ends, then the last commit. On a fault the strategy
+        abandons what is uncommitted at once (exactly-once: the open transaction is aborted
+        rather than left to hold the target's last stable offset until it times out)."""
         spec = self.spec
         copier = make_copier(
             spec.topics,
             source.topics,
             source.on_event,
             self.faults.produce_failed,
-            spec.observer() if spec.observer is not None else None,
+            spec.observer(strategy) if spec.observer is not None else None,
         )
         try:
-            self._loop(source, strategy, copier, stop)
-            strategy.finish(source.final_positions(self.ledger.unwritten))
+            try:
+                self._loop(source, strategy, copier, stop)
+                strategy.finish(source.final_positions(self.ledger.unwritten))
+            except (KafkaException, SystemError) as exc:
+                failure = self.faults.from_client_exception(exc)
+                if failure is None:
+                    raise
+                raise failure from None
             self.copied = (copier.records, copier.bytes)
         except Fenced:
-            raise
+            raise  # the fencer aborted the open transaction; an in-flight commit fails
         except K2KError:
             strategy.abandon()
             raise

@@ -57,9 +57,16 @@ class SourceReader:
         self.assigned = [TopicPartition(r.topic, r.partition, r.start) for r in active]
         self.eof: dict[TP, int] = {}
         self.retired: set[TP] = set()  # reached their range end: paused
-        self.consumer: Consumer = build_consumer(consumer_conf, on_error=on_error)
+        self._consumer: Consumer | None = None
         if self.assigned:
-            self.consumer.assign(self.assigned)
+            self._consumer = build_consumer(consumer_conf, on_error=on_error)
+            self._consumer.assign(self.assigned)
+
+    @property
+    def consumer(self) -> Consumer:
+        """The consumer; there is none when no range is left to read."""
+        assert self._consumer is not None, "no partition to read"
+        return self._consumer
 
     @property
     def reading(self) -> bool:
@@ -78,7 +85,8 @@ class SourceReader:
     def on_event(self, m: Message) -> None:
         """A consumer event in place of a record: partition EOF, or an error."""
         err = m.error()
-        assert err is not None
+        if err is None:
+            return  # only events are passed here; a record is the copier's
         if err.code() == KafkaError._PARTITION_EOF:
             self.eof[(m.topic() or "", m.partition() or 0)] = m.offset() or 0
             return
@@ -140,4 +148,5 @@ class SourceReader:
             self.outcomes[tp].reached_end = True
 
     def close(self) -> None:
-        self.consumer.close()
+        if self._consumer is not None:
+            self._consumer.close()

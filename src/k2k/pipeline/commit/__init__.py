@@ -75,4 +75,4 @@ class CommitStrategy(Protocol):
         """The lease failed: give up what is uncommitted (keep what did commit)."""
 
     def close(self) -> None:
-        """Release threads and other resources (producers are closed by the runner)."""
+        """Stop the strategy's own threads (the producers go with the runner task)."""

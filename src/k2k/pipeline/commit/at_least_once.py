@@ -23,6 +23,7 @@ from confluent_kafka import KafkaError, Message, Producer
 
 from k2k.errors import ReplicationError
 from k2k.kafka.faults import describe
+from k2k.kafka.produce import produce_when_room
 from k2k.pipeline.commit import BatchRecord, DeliveryCallback
 from k2k.pipeline.commit.ledger import Positions, ProgressLedger
 from k2k.pipeline.faults import RunnerFaults
@@ -157,7 +158,9 @@ class AtLeastOnce:
             newest = epoch.positions
             # Step 3.
             for topic, partition, key, value in epoch.extra:
-                self.producer.produce(topic, value, key, partition)
+                produce_when_room(
+                    self.producer, topic, value, key, partition, self.ledger.on_delivery
+                )
         if newest is not None:
             self.ledger.mark_committed(self.ledger.write(self.producer, newest))
 

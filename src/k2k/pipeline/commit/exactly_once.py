@@ -22,6 +22,7 @@ from k2k.coordination.assignment import producer_ids
 from k2k.errors import ReplicationError
 from k2k.kafka.factory import build_producer
 from k2k.kafka.faults import Outcome, classify, describe, kafka_error_of
+from k2k.kafka.produce import produce_when_room
 from k2k.pipeline.commit import BatchRecord, DeliveryCallback
 from k2k.pipeline.commit.ledger import TP, Positions, ProgressLedger, Written
 from k2k.pipeline.commit.transactions import TransactionPair
@@ -116,7 +117,8 @@ class ExactlyOnce:
     def add(self, record: BatchRecord) -> None:
         self.begin()
         topic, partition, key, value = record
-        self.producer.produce(topic, value, key, partition)
+        produce_when_room(self.producer, topic, value, key, partition, self.ledger.on_delivery)
+        self.records += 1  # an open batch is sealed in time, also when it holds only these
 
     def seal(self, positions: Positions) -> None:
         """Commit point: 1 the progress records join the open transaction (or a new one
@@ -163,7 +165,8 @@ class ExactlyOnce:
 
         librdkafka adds a partition to a transaction (a round trip to the coordinator) when
         the transaction's first record for it is produced, and holds that record until then;
-        the commit point's flush waited for it (docs/benchmarks.md#progress-partitions-opened-early).
+        the commit point's flush waited for it
+        (docs/benchmarks.md#progress-partitions-opened-early).
         One progress record per progress partition re-states where this transaction starts:
         where the previous one ends, which commits before this one can. Readers keep the
         newest record per key, so an equal offset changes nothing.
@@ -197,7 +200,9 @@ class ExactlyOnce:
                     raise self.faults.fenced(self.faults.fenced_by or err) from None
                 if err.retriable() and time.monotonic() < deadline:
                     continue
-                if outcome is Outcome.ABORT:
+                if outcome is Outcome.ABORT or not err.fatal():
+                    # Left open it would hold the target's last stable offset until the
+                    # transaction timeout; a fatal producer cannot abort anything.
                     with contextlib.suppress(KafkaException):
                         producer.abort_transaction(30)
                 raise ReplicationError(

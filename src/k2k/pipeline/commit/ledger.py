@@ -23,6 +23,7 @@ from k2k.errors import ReplicationError
 from k2k.formats import ProgressKey, ProgressRecord
 from k2k.kafka.faults import describe
 from k2k.kafka.murmur2 import murmur2_partition
+from k2k.kafka.produce import produce_when_room
 from k2k.pipeline.faults import RunnerFaults
 from k2k.pipeline.plan import LeaseSpec, PartitionOutcome, PartitionRange
 
@@ -115,8 +116,8 @@ class ProgressLedger:
             spec.commit_group, tp[0], tp[1], pos, spec.pipeline, now_ms, spec.member
         )
         key, partition = self.slot(tp)
-        producer.produce(
-            spec.commit_topic, record.encode_value(), key, partition, self._on_delivery
+        produce_when_room(
+            producer, spec.commit_topic, record.encode_value(), key, partition, self.on_delivery
         )
 
     def mark_committed(self, written: Written) -> None:
@@ -159,8 +160,10 @@ class ProgressLedger:
             "(the producer's delivery timeout, message.timeout.ms)" + self.uncommitted_of(positions)
         )
 
-    def _on_delivery(self, err: KafkaError | None, _msg: Message) -> None:
+    def on_delivery(self, err: KafkaError | None, msg: Message) -> None:
+        """Delivery report of a control record written at a commit point: a failure fails
+        the next commit point, so nothing after it counts as committed."""
         if err is not None:
-            self.faults.fail(
-                f"could not write progress to {self.spec.commit_topic}: {describe(err)}"
-            )
+            topic = msg.topic() or self.spec.commit_topic
+            what = "progress" if topic == self.spec.commit_topic else "a control record"
+            self.faults.fail(f"could not write {what} to {topic}: {describe(err)}")

@@ -10,8 +10,8 @@ producer while batch N+1 fills the other.
 What keeps this exactly-once and in order:
 
 * **order** — the next producer starts only after every record of the previous batch is
-  acknowledged (:meth:`~k2k.pipeline.commit.exactly_once.ExactlyOnce.seal` flushes first), so each target partition holds batch
-  N before batch N+1;
+  acknowledged (``ExactlyOnce.seal`` flushes first), so each target partition holds batch N
+  before batch N+1;
 * **no skipped batch** — batch N+1 commits only after batch N has committed; when N fails,
   N+1 is aborted. Progress, written inside each transaction, therefore only ever moves
   from one committed batch to the next;
