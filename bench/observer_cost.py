@@ -18,6 +18,7 @@ import tempfile
 import time
 import uuid
 
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.harness import preload
@@ -48,6 +49,27 @@ def _create(bootstrap: str, *topics: tuple[str, int, dict[str, str]]) -> None:
     new = [NewTopic(name, parts, 1, config=config) for name, parts, config in topics]
     for future in admin.create_topics(new).values():
         future.result()
+    # A new topic's leaders settle asynchronously: ask each partition's leader for its
+    # offsets until it answers (the runner reads the progress topic at once).
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "observer-cost"})
+    try:
+        for name, parts, _ in topics:
+            for partition in range(parts):
+                _eventually_answered(reader, TopicPartition(name, partition))
+    finally:
+        reader.close()
+
+
+def _eventually_answered(reader: Consumer, tp: TopicPartition) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            reader.get_watermark_offsets(tp, timeout=5)
+            return
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)  # poll interval while leadership settles
 
 
 def copy_once(
