@@ -95,8 +95,14 @@ class RunnerFaults:
 
     def from_client_exception(self, exc: BaseException) -> K2KError | None:
         """The k2k error for a KafkaException (or the SystemError confluent-kafka wraps one
-        in) raised by poll/flush/produce; None when ``exc`` carries no KafkaError."""
+        in) raised by poll/flush/produce; None when ``exc`` is neither.
+
+        A SystemError with no KafkaError attached ("returned NULL without setting an
+        exception") comes from a producer that turned fatal inside the call: its cause is
+        polled for like a bare ``_FATAL`` (a fenced zombie stands down)."""
         err = kafka_error_of(exc)
+        if err is None and isinstance(exc, SystemError):
+            err = KafkaError(KafkaError._FATAL, f"client call failed: {exc}", fatal=True)
         return None if err is None else self.client_failed(err)
 
 
