@@ -161,9 +161,9 @@ def fatal_cause(
     ``wait_s``. A caller that does not know which of its producers failed passes them all;
     if the cause was already taken, ``err`` is returned as it is once ``wait_s`` is over.
     """
-    if err.code() != KafkaError._FATAL:
-        return err
     candidates = list(producers)
+    if err.code() != KafkaError._FATAL or not candidates:
+        return err  # nothing to learn, and nothing to poll (no spinning for wait_s)
     deadline = time.monotonic() + wait_s
     while True:
         for producer in candidates:
