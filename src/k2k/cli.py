@@ -153,6 +153,57 @@ def validate(files: Sequence[str]) -> None:
     click.echo(render_effective(cfg), nl=False)
 
 
+@main.group("offset-mapping")
+def offset_mapping() -> None:
+    """The Offset Mapping app: translates source consumer-group offsets to the target."""
+
+
+@offset_mapping.command("start")
+@_FILES
+@click.option(
+    "--once",
+    is_flag=True,
+    help="Do one full pass (read mappings, translate, commit) and exit 0 (scripts, "
+    "cut-overs, tests). Without it, pass every groups.pollInterval until SIGINT/SIGTERM.",
+)
+@click.option("-v", "--verbose", is_flag=True, help="Log every pass (INFO level).")
+@one_line_errors
+def offset_mapping_start(files: Sequence[str], once: bool, verbose: bool) -> None:
+    """Keep the target's consumer groups at the translated positions of the source's.
+
+    Reads the app's configuration (K2K's Offset Mapping layout); a replicator pipeline file
+    plus an overlay of the app's keys works too (-f pipeline.yaml -f offset-mapping.yaml),
+    replicator-only keys are ignored. Never writes to the source cluster.
+    """
+    from k2k.config import load_offset_mapping_app
+    from k2k.offsetmapping.app import OffsetMappingApp
+
+    _setup_logging(verbose)
+    cfg = load_offset_mapping_app(list(files))
+    app = OffsetMappingApp(cfg)
+
+    def on_signal(signum: int, _frame: object) -> None:
+        app.request_stop()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        report = app.run(once=once)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    click.echo(f"offset-mapping {cfg.name}: {report.line()}", err=True)
+
+
+@offset_mapping.command("validate")
+@_FILES
+@one_line_errors
+def offset_mapping_validate(files: Sequence[str]) -> None:
+    """Load, merge and validate the app's configuration; print the effective one."""
+    from k2k.config import load_offset_mapping_app, render_effective
+
+    click.echo(render_effective(load_offset_mapping_app(list(files))), nl=False)
+
+
 def _register_local() -> None:
     from k2k.local.cli import local
 

@@ -22,6 +22,7 @@ __all__ = [
     "ControlRecordError",
     "K2KError",
     "LocalClusterError",
+    "OffsetMappingError",
     "ReplicationError",
     "TopicError",
 ]
@@ -65,6 +66,14 @@ class ControlRecordError(K2KError):
     """Raised when a control-topic record cannot be decoded (corrupt or unknown version).
 
     The message names the control topic, partition and offset of the bad record.
+    """
+
+
+class OffsetMappingError(K2KError):
+    """Raised by the Offset Mapping app when a policy of ``errorHandling`` says ``fail``
+    (a source partition mapped to several targets, a target group with active members).
+
+    Operator action: the message names the group, the partition and the policy to change.
     """
 
 

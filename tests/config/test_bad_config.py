@@ -151,6 +151,80 @@ CASES = [
         "topicCreation.control.configs.cleanup.policy: refused, got 'delete'; expected compact",
         id="control-topic-not-compacted",
     ),
+    pytest.param(
+        {"topicCreation": {"control": {"common": {"config": {"cleanup.policy": "delete"}}}}},
+        "topicCreation.control.common.config.cleanup.policy: refused, got 'delete'; expected "
+        "compact (it applies to the commit and assignment topics",
+        id="control-common-not-compacted",
+    ),
+    pytest.param(
+        {
+            "topicCreation": {
+                "control": {"offsetMapping": {"config": {"cleanup.policy": "compact"}}}
+            }
+        },
+        "topicCreation.control.offsetMapping.config.cleanup.policy: refused, got 'compact'; "
+        "expected delete (the Offset Mapping app trims old mappings with DeleteRecords, which a "
+        "compacted-only topic refuses)",
+        id="mapping-topic-compacted",
+    ),
+    pytest.param(
+        {
+            "topicCreation": {
+                "control": {"metrics": {"configs": {"cleanup.policy": "compact,delete"}}}
+            }
+        },
+        "topicCreation.control.metrics.config.cleanup.policy: refused, got 'compact,delete'; "
+        "expected delete (the metrics topic must not be compacted)",
+        id="metrics-topic-compacted",
+    ),
+    pytest.param(
+        {"topicCreation": {"control": {"offsetMapping": {"partitions": 0}}}},
+        "topicCreation.control.offsetMapping.partitions: too small, got 0; expected a number >= 1",
+        id="mapping-topic-partitions-zero",
+    ),
+    pytest.param(
+        {"topicCreation": {"control": {"common": {"replicationFactor": 0}}}},
+        "topicCreation.control.common.replicationFactor: invalid replication factor, got 0",
+        id="block-replication-factor-spelling",
+    ),
+    pytest.param(
+        {"topicCreation": {"control": {"common": {"replication": 3, "replicationFactor": 2}}}},
+        "topicCreation.control.common.replicationFactor: the same setting as 'replication', "
+        "given twice, got 2; expected one spelling",
+        id="block-two-spellings",
+    ),
+    pytest.param(
+        {"topicCreation": {"control": {"commmon": {}}}},
+        "topicCreation.control.commmon: unknown key; did you mean 'common'?",
+        id="control-block-typo",
+    ),
+    # --- offset mapping -------------------------------------------------------------------
+    pytest.param(
+        {"offsetMapping": {"retention": {"count": 0}}},
+        "offsetMapping.retention.count: too small, got 0; expected a number >= 1",
+        id="mapping-retention-count-zero",
+    ),
+    pytest.param(
+        {"offsetMapping": {"retention": {"time": "forever"}}},
+        "offsetMapping.retention.time: not a duration, got 'forever'",
+        id="mapping-retention-time",
+    ),
+    pytest.param(
+        {"offsetMapping": {"retention": {"schedule": 5}}},
+        "offsetMapping.retention.schedule: a bare number has no unit, got 5",
+        id="mapping-retention-schedule-bare",
+    ),
+    pytest.param(
+        {"offsetMapping": {"topic": "__k2k_consumer-offsets"}},
+        "offsetMapping.topic: same topic as a coordination topic, got '__k2k_consumer-offsets'",
+        id="mapping-topic-is-commit-topic",
+    ),
+    pytest.param(
+        {"offsetMapping": {"topik": "m"}},
+        "offsetMapping.topik: unknown key; did you mean 'topic'?",
+        id="mapping-unknown-key",
+    ),
     # --- replication stages --------------------------------------------------------------
     pytest.param(
         stages({"topic": "orders[("}, {}),
@@ -265,11 +339,6 @@ CASES = [
         {"features": {"bidirectionalReplication": "enabled"}},
         "features.bidirectionalReplication: 'enabled' is not supported yet",
         id="bidirectional-enabled",
-    ),
-    pytest.param(
-        {"features": {"offsetMapping": "enabled"}},
-        "features.offsetMapping: 'enabled' is not supported yet",
-        id="offset-mapping-enabled",
     ),
     pytest.param(
         {"tracing": {"headers": {"topic": "trace", "offset": "trace"}}},

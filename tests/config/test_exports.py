@@ -11,11 +11,13 @@ import k2k.config
 def test_public_api() -> None:
     assert k2k.config.__all__ == [
         "ExplicitTopicMap",
+        "OffsetMappingAppConfig",
         "PipelineConfig",
         "PrefixSuffixTopicName",
         "SameTopicName",
         "StaticTopicName",
         "TracingToggles",
+        "load_offset_mapping_app",
         "load_pipeline",
         "render_effective",
     ]

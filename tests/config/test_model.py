@@ -226,9 +226,8 @@ def test_empty_sections_mean_defaults(build: Any) -> None:
 
 
 def test_free_sections_are_kept(build: Any) -> None:
-    cfg = build({"metrics": {"kafka": {"topic": "__k2k-metrics"}}, "offsetMapping": {"topic": "m"}})
+    cfg = build({"metrics": {"kafka": {"topic": "__k2k-metrics"}}})
     assert cfg.metrics == {"kafka": {"topic": "__k2k-metrics"}}
-    assert cfg.offset_mapping == {"topic": "m"}
 
 
 def test_config_is_frozen_and_picklable(build: Any) -> None:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_args
 
 import yaml
 
-from k2k.config.loader import build_pipeline
+from k2k.config.loader import build_offset_mapping_app, build_pipeline
 from k2k.config.model import PipelineConfig
-from k2k.config.reference import EXAMPLE, generate
+from k2k.config.offset_mapping import OffsetMappingAppConfig
+from k2k.config.reference import APP_EXAMPLE, EXAMPLE, generate
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "config.md"
 
@@ -47,10 +49,13 @@ def test_every_field_has_a_description() -> None:
         for name, field in model.model_fields.items():
             if not field.description:
                 missing.append(f"{prefix}{name}")
-            if isinstance(field.annotation, type) and hasattr(field.annotation, "model_fields"):
-                visit(field.annotation, f"{prefix}{name}.")
+            # Sections, including optional ones (`ControlTopicSettings | None`).
+            for annotation in (field.annotation, *get_args(field.annotation)):
+                if isinstance(annotation, type) and hasattr(annotation, "model_fields"):
+                    visit(annotation, f"{prefix}{name}.")
 
     visit(PipelineConfig, "")
+    visit(OffsetMappingAppConfig, "app:")
     assert missing == []
 
 
@@ -58,3 +63,25 @@ def test_the_documented_example_is_a_valid_pipeline() -> None:
     cfg = build_pipeline(yaml.safe_load(EXAMPLE), {"SOURCE_PASSWORD": "pw"})
     assert cfg.source_client("consumer")["sasl.username"] == "k2k"
     assert cfg.source_client("consumer")["ssl.ca.location"] == "/etc/k2k/ca.pem"
+
+
+def test_the_offset_mapping_app_is_documented() -> None:
+    text = generate()
+    app = text.split("# Offset Mapping app configuration (`k2k offset-mapping start`)", 1)[1]
+    for key in (
+        "groups.consumerGroups",
+        "features.applyMappingsGuard",
+        "offsetMapping.retention.time",
+        "metrics.prefix.offsetMappingApp",
+        "configuration.autoControlTopicCreationMaxAttempts",
+        "errorHandling.onActiveConsumerGroupCommit",
+        "topicCreation",
+    ):
+        assert f"| `{key}` |" in app, key
+    assert "`topicCreation.control.offsetMapping`" in text.split(app)[0]
+    assert APP_EXAMPLE.strip() in app
+
+
+def test_the_documented_app_example_is_valid() -> None:
+    cfg = build_offset_mapping_app(yaml.safe_load(APP_EXAMPLE), {})
+    assert cfg.topic_creation.control.offset_mapping().partitions == 6

@@ -22,6 +22,7 @@ from k2k.formats import (
     read_assignment,
 )
 from k2k.formats.assignment import KEY_VERSION
+from k2k.formats.offset_mapping import OffsetMappingRecord
 
 
 def _rec(**kw):
@@ -307,3 +308,35 @@ def test_read_assignment_applies_the_bad_record_policy(caplog):
     with caplog.at_level(logging.WARNING, "test.formats"):
         assert read_assignment(bad, "ignore", log) is None
     assert "__k2k_assignment[2]@9" in caplog.text
+
+
+# --- offset mappings -------------------------------------------------------------------------
+
+
+def test_offset_mapping_bytes_are_pinned_and_round_trip():
+    rec = OffsetMappingRecord("dr", "orders", 3, 40, 42, 10, "dr.orders", 3, 1007, 1016, 17)
+    key, value = rec.encode()
+    assert key == b'{"k":1,"offset":42,"partition":3,"pipeline":"dr","topic":"orders"}'
+    assert value == (
+        b'{"count":10,"from":40,"targetLast":1016,"targetOffset":1007,"targetPartition":3,'
+        b'"targetTopic":"dr.orders","v":1,"writtenAt":17}'
+    )
+    assert OffsetMappingRecord.decode(key, value, "m", 0, 1) == rec
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "says"),
+    [
+        (b'{"k":2,"offset":1,"partition":0,"pipeline":"p","topic":"t"}', b"{}", "unknown"),
+        (b'{"k":1,"offset":1,"partition":0,"pipeline":"p","topic":"t"}', b'{"v":1}', "malformed"),
+        (
+            b'{"k":1,"offset":1,"partition":0,"pipeline":"p","topic":"t"}',
+            b'{"count":0,"from":0,"targetLast":0,"targetOffset":0,"targetPartition":0,'
+            b'"targetTopic":"x","v":1,"writtenAt":0}',
+            "inconsistent",
+        ),
+    ],
+)
+def test_a_bad_offset_mapping_is_refused_naming_where_it_was_read(key, value, says):
+    with pytest.raises(ControlRecordError, match=rf"^maps\[2\]@9: .*{says}"):
+        OffsetMappingRecord.decode(key, value, "maps", 2, 9)

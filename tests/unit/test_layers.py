@@ -21,6 +21,7 @@ ALLOWED = {
     "config": {"errors", "stages", "kafka"},
     "coordination": {"errors", "formats", "kafka"},
     "observability": {"errors", "kafka", "coordination"},
+    "offsetmapping": {"errors", "formats", "kafka", "coordination"},
 }
 
 

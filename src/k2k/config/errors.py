@@ -23,7 +23,7 @@ import types
 from collections.abc import Iterable, Sequence
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, SecretStr, ValidationError
+from pydantic import AliasChoices, BaseModel, SecretStr, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
@@ -141,7 +141,9 @@ def _is_model(tp: Any) -> bool:
 
 def _model_field(model: type[BaseModel], key: object) -> FieldInfo | None:
     for name, field in model.model_fields.items():
-        if key in (name, field.alias):
+        choices = field.validation_alias
+        other = choices.choices if isinstance(choices, AliasChoices) else ()
+        if key in (name, field.alias) or key in other:
             return field
     return None
 

@@ -27,6 +27,7 @@ __all__ = [
     "StrMap",
     "TopicName",
     "check_topic_name",
+    "duration_value",
     "parse_flag",
     "scalar_text",
 ]
@@ -82,7 +83,8 @@ def _no_bool(value: Any) -> Any:
 Count = Annotated[int, BeforeValidator(_no_bool)]
 
 
-def _duration(value: Any) -> timedelta:
+def duration_value(value: Any) -> timedelta:
+    """A duration from YAML (``"2 seconds"``); raises the house-style problem otherwise."""
     if isinstance(value, timedelta):
         parsed = value
     elif isinstance(value, str):
@@ -104,7 +106,7 @@ def _duration(value: Any) -> timedelta:
 
 Duration = Annotated[
     timedelta,
-    BeforeValidator(_duration),
+    BeforeValidator(duration_value),
     PlainSerializer(format_duration, return_type=str),
     FieldDoc("duration", EXAMPLE),
 ]

@@ -1,4 +1,7 @@
-"""Reading pipeline files: YAML -> deep merge -> placeholders -> validated :class:`PipelineConfig`.
+"""Reading configuration files: YAML -> deep merge -> placeholders -> a validated model.
+
+The model is :class:`PipelineConfig` for the replicator (``k2k start``) or
+:class:`OffsetMappingAppConfig` for the Offset Mapping app (``k2k offset-mapping start``).
 
 Every failure becomes one :class:`k2k.errors.ConfigError` whose ``problems`` list all problems
 found at that step (all unreadable files, all unresolved placeholders, all invalid keys), so a
@@ -9,19 +12,28 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import ValidationError
 
 from k2k.config.errors import dotted, format_validation_error
 from k2k.config.model import PipelineConfig
+from k2k.config.offset_mapping import OffsetMappingAppConfig, app_keys_only
 from k2k.config.placeholders import resolve_tree
 from k2k.errors import ConfigError
 
-__all__ = ["build_pipeline", "deep_merge", "load_pipeline", "read_yaml"]
+__all__ = [
+    "build_offset_mapping_app",
+    "build_pipeline",
+    "deep_merge",
+    "load_offset_mapping_app",
+    "load_pipeline",
+    "read_yaml",
+]
 
 PathLike = str | os.PathLike[str]
+_Config = TypeVar("_Config", PipelineConfig, OffsetMappingAppConfig)
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -104,8 +116,8 @@ def deep_merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str,
     return merged
 
 
-def build_pipeline(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> PipelineConfig:
-    """Resolve placeholders in ``data`` and validate it; raise ConfigError with every problem."""
+def _resolved(data: Mapping[str, Any], env: Mapping[str, str] | None) -> Any:
+    """``data`` with placeholders resolved; ConfigError listing every unresolved one."""
     resolved, failures = resolve_tree(data, os.environ if env is None else env)
     if failures:
         lines = []
@@ -117,21 +129,19 @@ def build_pipeline(data: Mapping[str, Any], env: Mapping[str, str] | None = None
             got = f"got {failure.placeholder!r}; expected {expected}"
             lines.append(f"{dotted(path)}: {failure.reason}, {got}")
         raise ConfigError(lines)
+    return resolved
+
+
+def _validated(model: type[_Config], data: Any) -> _Config:
     try:
-        return PipelineConfig.model_validate(resolved)
+        return model.model_validate(data)
     except ValidationError as exc:
         # `from None`: pydantic's own message echoes input values, secrets included.
-        raise ConfigError(format_validation_error(exc, PipelineConfig)) from None
+        raise ConfigError(format_validation_error(exc, model)) from None
 
 
-def load_pipeline(
-    paths: PathLike | Sequence[PathLike], env: Mapping[str, str] | None = None
-) -> PipelineConfig:
-    """Load, merge (in order, later wins) and validate pipeline files.
-
-    ``env`` resolves ``${env:NAME}`` placeholders; None means ``os.environ``.
-    Raises :class:`k2k.errors.ConfigError` listing every problem found.
-    """
+def _merged(paths: PathLike | Sequence[PathLike]) -> dict[str, Any]:
+    """Read every file (reporting all unreadable ones at once) and deep-merge them in order."""
     files = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
     if not files:
         raise ConfigError("no pipeline file given; expected at least one YAML file (-f FILE)")
@@ -147,4 +157,42 @@ def load_pipeline(
     merged: dict[str, Any] = {}
     for document in documents:
         merged = deep_merge(merged, document)
-    return build_pipeline(merged, env)
+    return merged
+
+
+def build_pipeline(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> PipelineConfig:
+    """Resolve placeholders in ``data`` and validate it; raise ConfigError with every problem."""
+    return _validated(PipelineConfig, _resolved(data, env))
+
+
+def load_pipeline(
+    paths: PathLike | Sequence[PathLike], env: Mapping[str, str] | None = None
+) -> PipelineConfig:
+    """Load, merge (in order, later wins) and validate pipeline files.
+
+    ``env`` resolves ``${env:NAME}`` placeholders; None means ``os.environ``.
+    Raises :class:`k2k.errors.ConfigError` listing every problem found.
+    """
+    return build_pipeline(_merged(paths), env)
+
+
+def build_offset_mapping_app(
+    data: Mapping[str, Any], env: Mapping[str, str] | None = None
+) -> OffsetMappingAppConfig:
+    """The Offset Mapping app's configuration from ``data``; the replicator's keys are dropped.
+
+    Replicator-only keys go first (:func:`k2k.config.offset_mapping.app_keys_only`), so their
+    placeholders need not resolve; then as :func:`build_pipeline`.
+    """
+    return _validated(OffsetMappingAppConfig, _resolved(app_keys_only(data), env))
+
+
+def load_offset_mapping_app(
+    paths: PathLike | Sequence[PathLike], env: Mapping[str, str] | None = None
+) -> OffsetMappingAppConfig:
+    """Load, merge and validate the Offset Mapping app's files (``k2k offset-mapping start``).
+
+    Like :func:`load_pipeline`, and a replicator's pipeline file may be one of the files:
+    ``-f pipeline.yaml -f offset-mapping.yaml``.
+    """
+    return build_offset_mapping_app(_merged(paths), env)

@@ -1,9 +1,10 @@
 """The typed pipeline model: K2K's YAML layout (camelCase keys) as snake_case Python attributes.
 
-This module is the single home of every default and of every field's description;
-``docs/config.md`` is generated from it (``python -m k2k.config.reference``). Models are frozen:
-the configuration is read by the planner and shipped to Spark tasks, and nothing may change it
-on the way. Cross-field rules live in ``model_validator(mode="after")`` methods of the smallest
+This module, with the sections it shares with the Offset Mapping app (:mod:`k2k.config.topics`,
+:mod:`k2k.config.mapping`; the app's own model is :mod:`k2k.config.offset_mapping`), is the
+single home of every default and of every field's description; ``docs/config.md`` is generated
+from them (``python -m k2k.config.reference``). Models are frozen: the configuration is read by
+the planner and shipped to Spark tasks, and nothing may change it on the way. Cross-field rules live in ``model_validator(mode="after")`` methods of the smallest
 model that sees all fields involved, so that problems are reported under the right key path.
 """
 
@@ -16,9 +17,6 @@ from datetime import timedelta
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
     Field,
     PlainSerializer,
     SecretStr,
@@ -30,6 +28,8 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from k2k.config import clients
+from k2k.config.base import K2KModel, Policy
+from k2k.config.base import raise_problems as _raise
 from k2k.config.durations import format_duration
 from k2k.config.errors import Problem, describe, problems_error, suggest_key
 from k2k.config.fields import (
@@ -43,6 +43,7 @@ from k2k.config.fields import (
     parse_flag,
 )
 from k2k.config.hints import FieldDoc
+from k2k.config.mapping import OffsetMappingSettings
 from k2k.config.routing import (
     FORMS,
     ExplicitTopicMap,
@@ -51,9 +52,12 @@ from k2k.config.routing import (
     parse_sink_topic,
     routing_to_yaml,
 )
+from k2k.config.topics import TopicCreation
 from k2k.errors import ConfigError
 
 __all__ = [
+    "NAME_DOC",
+    "NAME_PATTERN",
     "AssignmentSettings",
     "CommitSettings",
     "Coordination",
@@ -82,27 +86,6 @@ KafkaProperties = Annotated[
         "a mapping of Kafka client property names (Java or librdkafka spelling) to values",
     ),
 ]
-Policy = Annotated[Literal["fail", "ignore"], FieldDoc("fail | ignore", "one of: fail, ignore")]
-
-
-class K2KModel(BaseModel):
-    """Base of every section: camelCase YAML keys, unknown keys refused, immutable."""
-
-    model_config = ConfigDict(
-        extra="forbid", populate_by_name=True, alias_generator=to_camel, frozen=True
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _empty_section(cls, data: Any) -> Any:
-        # `features:` followed only by comments is YAML null; it means "all defaults".
-        return {} if data is None else data
-
-
-def _raise(problems: list[Problem]) -> None:
-    if problems:
-        raise problems_error(problems)
-
 
 # --- features and tracing ---------------------------------------------------------------------
 
@@ -149,7 +132,6 @@ class TracingToggles(K2KModel):
 _UNSUPPORTED_FEATURES = {
     "schema_mapping": "schema ids are copied unchanged when it is 'disabled'",
     "bidirectional_replication": "replication is one-way when it is 'disabled'",
-    "offset_mapping": "no offset mappings are written when it is 'disabled'",
 }
 
 
@@ -219,8 +201,10 @@ class Features(K2KModel):
     )
     offset_mapping: Flag = Field(
         False,
-        description="Write source->target offset mappings for consumer-group translation. Not "
-        "supported yet: must be `disabled`.",
+        description="Write source->target offset mappings (one record per contiguous run of "
+        "replicated records) to `offsetMapping.topic` on the target, for `k2k offset-mapping "
+        "start` to translate consumer groups. Exactly-once: written in the batch's transaction; "
+        "at-least-once: written after the batch's records are acknowledged.",
     )
 
     @field_validator(*_UNSUPPORTED_FEATURES)
@@ -735,76 +719,7 @@ class ErrorHandling(K2KModel):
     )
 
 
-# --- topic creation and Spark -----------------------------------------------------------------
-
-
-def _replication_factor(value: int) -> int:
-    if value == -1 or value >= 1:
-        return value
-    expected = "-1 (the broker's default) or a number >= 1"
-    raise problems_error(
-        [((), describe("invalid replication factor", got=value, expected=expected))]
-    )
-
-
-ReplicationFactor = Annotated[
-    Count,
-    AfterValidator(_replication_factor),
-    FieldDoc("integer", "-1 (the broker's default) or a number >= 1"),
-]
-
-
-class ControlTopicCreation(K2KModel):
-    """Settings of control topics k2k creates (``features.autoCreateControlTopics``)."""
-
-    partitions: Count = Field(1, ge=1, description="Partitions of each control topic.")
-    replication_factor: ReplicationFactor = Field(
-        -1, description="Replication factor; -1 uses the broker's `default.replication.factor`."
-    )
-    configs: StrMap = Field(
-        default_factory=dict,
-        description="Topic configs, e.g. `min.insync.replicas: 2`. `cleanup.policy` is always "
-        "`compact` (a different value is refused).",
-    )
-
-    @field_validator("configs")
-    @classmethod
-    def _compacted(cls, configs: dict[str, str]) -> dict[str, str]:
-        policy = configs.get("cleanup.policy")
-        if policy is not None and "compact" not in policy.replace(" ", "").split(","):
-            expected = "compact (control topics must be compacted)"
-            raise problems_error(
-                [(("cleanup.policy",), describe("refused", got=policy, expected=expected))]
-            )
-        return configs
-
-
-class ReplicatedTopicCreation(K2KModel):
-    """Settings of target topics k2k creates (``features.autoCreateTopics``)."""
-
-    partitions: Count | None = Field(
-        None,
-        ge=1,
-        description="Partitions of each created topic; null means as many as the source topic.",
-    )
-    replication_factor: ReplicationFactor = Field(
-        -1, description="Replication factor; -1 uses the broker's `default.replication.factor`."
-    )
-    configs: StrMap = Field(
-        default_factory=dict,
-        description="Overrides applied on top of the source topic's configs, which are copied.",
-    )
-
-
-class TopicCreation(K2KModel):
-    """How k2k creates topics on the target."""
-
-    control: ControlTopicCreation = Field(
-        default_factory=ControlTopicCreation, description="Control topics."
-    )
-    replicated: ReplicatedTopicCreation = Field(
-        default_factory=ReplicatedTopicCreation, description="Replicated (data) topics."
-    )
+# --- Spark ------------------------------------------------------------------------------------
 
 
 class Spark(K2KModel):
@@ -836,7 +751,9 @@ class Spark(K2KModel):
 
 # --- the pipeline -----------------------------------------------------------------------------
 
-_NAME_DOC = FieldDoc(
+#: The rule for ``name`` (also the Offset Mapping app's): it ends up in Kafka ids.
+NAME_PATTERN = r"^[A-Za-z0-9._-]+$"
+NAME_DOC = FieldDoc(
     "string", "a name made of letters, digits, '.', '_' and '-' (it is used in Kafka ids)"
 )
 _NOT_USED = "Accepted for K2K compatibility; not used yet."
@@ -849,9 +766,9 @@ DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
 class PipelineConfig(K2KModel):
     """One replication pipeline, as loaded from one or more YAML files."""
 
-    name: Annotated[str, _NAME_DOC] = Field(
+    name: Annotated[str, NAME_DOC] = Field(
         min_length=1,
-        pattern=r"^[A-Za-z0-9._-]+$",
+        pattern=NAME_PATTERN,
         description="Pipeline identity (required). Used in transactional ids, the default commit "
         "group and tracing headers.",
     )
@@ -878,7 +795,10 @@ class PipelineConfig(K2KModel):
     tracing: Tracing = Field(default_factory=Tracing, description="Record tracing.")
     schema_mapping: FreeMapping = Field(default_factory=dict, description=_NOT_USED)
     bidirectional: FreeMapping = Field(default_factory=dict, description=_NOT_USED)
-    offset_mapping: FreeMapping = Field(default_factory=dict, description=_NOT_USED)
+    offset_mapping: OffsetMappingSettings = Field(
+        default_factory=OffsetMappingSettings,
+        description="The offset-mapping topic (`features.offsetMapping`) and its retention.",
+    )
     error_handling: ErrorHandling = Field(
         default_factory=ErrorHandling, description="Failure policies."
     )
@@ -918,6 +838,20 @@ class PipelineConfig(K2KModel):
                 (
                     ("replication", "sink", "topic"),
                     describe(what, got=routing_to_yaml(routing), expected=expected),
+                )
+            )
+        if self.offset_mapping.topic in (
+            self.coordination.commit.topic,
+            self.coordination.assignment.topic,
+        ):
+            what = "same topic as a coordination topic"
+            expected = (
+                "a topic of its own (mappings are trimmed, coordination topics are compacted)"
+            )
+            problems.append(
+                (
+                    ("offsetMapping", "topic"),
+                    describe(what, got=self.offset_mapping.topic, expected=expected),
                 )
             )
         if self.features.exactly_once:

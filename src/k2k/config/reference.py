@@ -19,10 +19,12 @@ from pydantic.fields import FieldInfo
 from k2k.config import clients
 from k2k.config.durations import UNIT_SPELLINGS
 from k2k.config.hints import FieldDoc
-from k2k.config.model import PipelineConfig, TracingToggles
+from k2k.config.model import PipelineConfig, SourceCluster, TargetCluster, TracingToggles
+from k2k.config.offset_mapping import OffsetMappingAppConfig
+from k2k.config.topics import TopicCreation
 from k2k.kafka import factory
 
-__all__ = ["generate", "main"]
+__all__ = ["APP_EXAMPLE", "EXAMPLE", "generate", "main"]
 
 # Models documented as one row (their YAML has several shapes), not as a nested table.
 _LEAF_MODELS: tuple[type[BaseModel], ...] = (TracingToggles,)
@@ -99,6 +101,48 @@ spark:
 """
 
 
+#: The Offset Mapping app's file, in K2K's layout; tests load it, so it stays valid.
+APP_EXAMPLE = """
+name: "offset-mapping-production"
+license: {token: "<your-license-token>", acceptEula: true}
+features: {autoCreateControlTopics: enabled, applyMappingsGuard: enabled}
+source: {kafka: {common: {"bootstrap.servers": "source-kafka:9092"}, admin: }}
+target: {kafka: {common: {"bootstrap.servers": "target-kafka:9093"}, consumer: , producer: , admin: }}
+groups: {pollInterval: "5 seconds", consumerGroups: "^my-app-.*", offsetGuardPrefix: "k2k_"}
+offsetMapping:
+  topic: "__k2k_offset_mappings"
+  retention: {time: "topic", count: 1000, schedule: "5 minutes"}
+metrics:
+  prefix: {targetConsumer: "k2k.offsetmapping.consumer.control.", targetProducer: "k2k.offsetmapping.producer.", offsetMappingApp: "k2k.offsetmapping."}
+  kafka: {topic: "__k2k_metrics"}
+topicCreation:
+  control:
+    common: {partitions: 3, replication: 3, config: {"min.insync.replicas": "2"}}
+    offsetMapping: {partitions: 6, replication: 3, config: {"cleanup.policy": "delete", "retention.ms": "604800000"}}
+    metrics: {partitions: 3, replication: 3, config: {"cleanup.policy": "delete", "retention.ms": "2592000000"}}
+configuration: {autoControlTopicCreationCheckDelay: "750 milliseconds", autoControlTopicCreationMaxAttempts: 10}
+errorHandling: {onMultipleTargetCommittedOffsets: fail, onActiveConsumerGroupCommit: fail}
+"""
+
+#: Sections of the app's file that are the replicator's own, documented once (above).
+_SHARED: tuple[type[BaseModel], ...] = (SourceCluster, TargetCluster, TopicCreation)
+
+_APP_HEADER = """
+# Offset Mapping app configuration (`k2k offset-mapping start`)
+
+The Offset Mapping app reads the committed offsets of consumer groups on the source cluster,
+translates them with the mappings the replicator writes to `offsetMapping.topic`
+(`features.offsetMapping`), and commits the result to the same-named groups on the target.
+Its file has the K2K Offset Mapping app's layout and follows the conventions above.
+
+The replicator's pipeline file can be one of its files (`k2k offset-mapping start -f
+pipeline.yaml -f offset-mapping.yaml`). The keys only the replicator reads are dropped first:
+{dropped},
+and the replicator's keys in `features` and `errorHandling`. A key neither reads is still an
+error.
+"""
+
+
 def _escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -163,30 +207,52 @@ def _table(model: type[BaseModel], prefix: str) -> list[str]:
     return ["| Key | Type | Default | Description |", "|---|---|---|---|", *_rows(model, prefix)]
 
 
-def _sections() -> Iterator[str]:
-    top = [
-        (name, field)
-        for name, field in PipelineConfig.model_fields.items()
-        if not _is_section(field.annotation)
-    ]
-    yield "## Top level\n"
+def _top_row(name: str, field: FieldInfo, shared: bool) -> str:
+    key = field.alias or name
+    default = "see `" + key + "` above" if shared else _default(field)
+    return (
+        f"| `{key}` | {_escape(_type_name(field))} | {_escape(default)} "
+        f"| {_escape(field.description or '')} |"
+    )
+
+
+def _sections(
+    root: type[BaseModel], title: str = "", shared: tuple[type[BaseModel], ...] = ()
+) -> Iterator[str]:
+    """One table of the top-level keys, then one per section; ``shared`` sections are rows."""
+
+    def expanded(field: FieldInfo) -> bool:
+        model = _strip_annotated(field.annotation)
+        return _is_section(field.annotation) and not issubclass(model, shared)
+
+    yield f"## {title}top level\n" if title else "## Top level\n"
     yield "| Key | Type | Default | Description |"
     yield "|---|---|---|---|"
-    for name, field in top:
-        yield (
-            f"| `{field.alias or name}` | {_escape(_type_name(field))} | "
-            f"{_escape(_default(field))} | {_escape(field.description or '')} |"
-        )
-    for name, field in PipelineConfig.model_fields.items():
-        if not _is_section(field.annotation):
+    for name, field in root.model_fields.items():
+        if not expanded(field):
+            is_shared = _is_section(field.annotation)
+            yield _top_row(name, field, is_shared)
+    for name, field in root.model_fields.items():
+        if not expanded(field):
             continue
         model = _strip_annotated(field.annotation)
         key = field.alias or name
-        yield f"\n## `{key}`\n"
+        yield f"\n## {title}`{key}`\n"
         doc = " ".join(line.strip() for line in (model.__doc__ or "").splitlines() if line.strip())
         yield doc.replace("``", "`") + (" Required." if field.is_required() else "")
         yield ""
         yield from _table(model, key)
+
+
+def _app_sections() -> Iterator[str]:
+    dropped = ", ".join(
+        f"`{field.alias or name}`"
+        for name, field in PipelineConfig.model_fields.items()
+        if name not in OffsetMappingAppConfig.model_fields
+    )
+    yield _APP_HEADER.format(dropped=dropped).rstrip("\n") + "\n"
+    yield from _sections(OffsetMappingAppConfig, "Offset Mapping app: ", _SHARED)
+    yield f"\n## Offset Mapping app: example\n\n```yaml\n{APP_EXAMPLE.strip()}\n```"
 
 
 def _client_sections() -> Iterator[str]:
@@ -257,7 +323,13 @@ def generate() -> str:
         for unit, spellings in UNIT_SPELLINGS.items()
     )
     example = f"\n## Example\n\n```yaml\n{EXAMPLE.strip()}\n```"
-    parts = [_HEADER.format(units=units), *_sections(), *_client_sections(), example]
+    parts = [
+        _HEADER.format(units=units),
+        *_sections(PipelineConfig),
+        *_client_sections(),
+        example,
+        *_app_sections(),
+    ]
     return "\n".join(parts).rstrip("\n") + "\n"
 
 

@@ -47,6 +47,7 @@ class RecordCopier:
         on_event: Callable[[Message], None],
         on_produce_error: Callable[[Message, KafkaException], K2KError],
         observer: RunObserver | None = None,
+        starts: Mapping[tuple[str, int], int] | None = None,
     ) -> None:
         self.plans = plans
         #: With one topic a run ends only where the partition changes.
@@ -59,6 +60,11 @@ class RecordCopier:
         self.one_by_one = observer is not None and any(
             p.partitioning.spreads for p in plans.values()
         )
+        #: An observed run also ends where the source offsets jump (see observe.py).
+        self.split_gaps = observer is not None and not self.one_by_one
+        #: Per observed partition, the source offset after the last record copied so far
+        #: (first: where the runner started reading it).
+        self._read_to: dict[tuple[str, int], int] = dict(starts or {})
         self.records = 0
         self.bytes = 0
         self._tracing: dict[tuple[str, int], tuple[list[Header], list[Header]]] = {}
@@ -84,6 +90,8 @@ class RecordCopier:
             part = m.partition() or 0
             topic = only_topic or m.topic() or ""
             j = i + 1 if one_by_one else self._run_end(msgs, i, part, topic)
+            if self.split_gaps and j - i > 1:
+                j = _gapless_end(msgs, i, j)
             acks += self._copy_run(msgs, i, j, topic, part, producer, ack)
             records += j - i
             i = j
@@ -188,14 +196,20 @@ class RecordCopier:
                 return ack, ack, ack, (end - first if ack is not None else 0)
             return None, None, ack, (1 if ack is not None else 0)
         # Observed: with ``partition: hash`` every run is one record (see copy()).
+        part = msgs[first].partition() or 0
+        first_offset = msgs[first].offset() or 0
+        last_offset = msgs[end - 1].offset() or 0
+        read_to = self._read_to
         run = ProducedRun(
             plan.source,
-            msgs[first].partition() or 0,
-            msgs[first].offset() or 0,
-            msgs[end - 1].offset() or 0,
+            part,
+            first_offset,
+            last_offset,
             end - first,
             plan.target,
+            source_from=min(first_offset, read_to.get((plan.source, part), first_offset)),
         )
+        read_to[(plan.source, part)] = last_offset + 1
         report = RunReport(run, self.observer, ack, single=end - first == 1)
         return None, report.on_first, report.on_last, (1 if ack is not None else 0)
 
@@ -209,6 +223,18 @@ class RecordCopier:
         if fixed is None:
             fixed = self._tracing[(topic, part)] = plan.tracing.around_offset(topic, part)
         return fixed
+
+
+def _gapless_end(msgs: Sequence[Message], first: int, end: int) -> int:
+    """The end of the longest prefix of ``msgs[first:end]`` (one partition) whose source
+    offsets are consecutive; one comparison when there is no gap."""
+    base = msgs[first].offset() or 0
+    if (msgs[end - 1].offset() or 0) - base == end - 1 - first:
+        return end
+    k = first + 1
+    while k < end and msgs[k].offset() == base + (k - first):
+        k += 1
+    return k
 
 
 class _FailingCopier(RecordCopier):
@@ -230,13 +256,14 @@ def make_copier(
     on_event: Callable[[Message], None],
     on_produce_error: Callable[[Message, KafkaException], K2KError],
     observer: RunObserver | None = None,
+    starts: Mapping[tuple[str, int], int] | None = None,
 ) -> RecordCopier:
     """The copier for a runner task: with the test-only failure hook when it is set for
-    this task's first attempt."""
+    this task's first attempt. ``starts``: where the runner starts reading each partition."""
     fail_at = _injected_failure_point()
     if fail_at is None:
-        return RecordCopier(plans, topics, on_event, on_produce_error, observer)
-    copier = _FailingCopier(plans, topics, on_event, on_produce_error, observer)
+        return RecordCopier(plans, topics, on_event, on_produce_error, observer, starts)
+    copier = _FailingCopier(plans, topics, on_event, on_produce_error, observer, starts)
     copier.fail_at = fail_at
     return copier
 

@@ -6,7 +6,9 @@ its first and last record, with the target offsets they got: never per record, a
 all when no observer is registered (the fast path carries no extra delivery callbacks).
 
 With ``partition: hash`` the records of a consumed run spread over target partitions, so
-each record is reported as a run of its own.
+each record is reported as a run of its own. Otherwise an observed run also ends where the
+source offsets jump (transaction markers, aborted or compacted records), so that inside a
+run source and target offsets advance together.
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ __all__ = ["ProducedRun", "RunObserver", "RunReport"]
 @dataclass(slots=True)
 class ProducedRun:
     """One acknowledged run. ``count`` records with source offsets ``source_first`` to
-    ``source_last`` (gaps possible under ``read_committed``: markers, aborted records) went
-    to ``target_topic[target_partition]`` at offsets ``target_first`` to ``target_last``.
+    ``source_last`` (consecutive, see the module doc) went to
+    ``target_topic[target_partition]`` at offsets ``target_first`` to ``target_last``.
 
     The target offsets are contiguous (``target_last - target_first + 1 == count``) unless
     another producer wrote to the same target partition in between.
@@ -39,6 +41,9 @@ class ProducedRun:
     target_partition: int = -1
     target_first: int = -1
     target_last: int = -1
+    #: Where the runner's read of the partition stood before this run: the source offsets
+    #: in ``[source_from, source_first)`` hold nothing that is replicated.
+    source_from: int = -1
 
     @property
     def contiguous(self) -> bool:
@@ -59,8 +64,8 @@ class RunObserver(Protocol):
     Acknowledged is not committed. Exactly-once, a run is reported when its batch is
     flushed, before the transaction commits: what the observer adds joins the same
     transaction, so it commits or aborts with the records it describes. At-least-once, the
-    records are visible once acknowledged; what it adds is written with the batch's
-    progress."""
+    records are visible once acknowledged; what it adds is written at once, before the
+    progress that covers them."""
 
     def on_run(self, run: ProducedRun) -> None: ...
 

@@ -37,6 +37,7 @@ from k2k.observability.stats import LiveStats, PipelineStats
 from k2k.pipeline.channel import LeaseControl
 from k2k.pipeline.discovery import Discovery
 from k2k.pipeline.lease import LeaseJob, lease_template, open_channel
+from k2k.pipeline.mappings import MappingPublisher
 from k2k.pipeline.membership import Membership
 from k2k.pipeline.plan import LeaseSpec, PartitionRange, RunnerGroup, plan_groups
 from k2k.pipeline.positions import StartPositions
@@ -149,7 +150,7 @@ class Planner:
         cfg = self.cfg
         commit = cfg.coordination.commit
         self.discovery.source.topics()  # reachability first: a bounded, named failure
-        commit_partitions, assignment_partitions = _ensure_control_topics(
+        commit_partitions, assignment_partitions, mapping_partitions = _ensure_control_topics(
             cfg, self.discovery.target
         )
         self.membership = Membership(cfg, self.member, self.standby, assignment_partitions)
@@ -173,6 +174,9 @@ class Planner:
             assignment_partitions=assignment_partitions,
             member=self.member,
         )
+        if mapping_partitions:
+            publisher = MappingPublisher(cfg.name, cfg.offset_mapping.topic, mapping_partitions)
+            template = dataclasses.replace(template, observer=publisher)
         sc = self._start_spark().sparkContext
         self.control = open_channel(sc, cfg.spark.master)
         if self._stop.is_set():
@@ -260,20 +264,25 @@ class Planner:
         return plan_groups(ranges, slots, weight)
 
 
-def _ensure_control_topics(cfg: PipelineConfig, target: ClusterView) -> tuple[int, int]:
-    """Create or check the commit and assignment topics; returns their partition counts."""
+def _ensure_control_topics(cfg: PipelineConfig, target: ClusterView) -> tuple[int, int, int]:
+    """Create or check the commit, assignment and (with ``features.offsetMapping``) mapping
+    topics; returns their partition counts (0 for a mapping topic not used)."""
     creation = cfg.topic_creation.control
 
-    def control_topic(name: str, key_path: str, extra: dict[str, str] | None = None) -> int:
+    def control_topic(
+        name: str, key_path: str, extra: dict[str, str] | None = None, mappings: bool = False
+    ) -> int:
+        settings = creation.offset_mapping() if mappings else creation.coordination()
         return ensure_control_topic(
             target,
             name,
             key_path,
             auto_create=cfg.features.auto_create_control_topics,
             validate=cfg.features.validate_control_topic_settings,
-            partitions=creation.partitions,
-            replication_factor=creation.replication_factor,
-            configs={**creation.configs, **(extra or {})},
+            partitions=settings.partitions,
+            replication_factor=settings.replication_factor,
+            configs={**settings.configs, **(extra or {})},
+            policy="delete" if mappings else "compact",
         )
 
     commit_partitions = control_topic(cfg.coordination.commit.topic, "coordination.commit.topic")
@@ -283,4 +292,9 @@ def _ensure_control_topics(cfg: PipelineConfig, target: ClusterView) -> tuple[in
         "coordination.assignment.topic",
         {"message.timestamp.type": "LogAppendTime"},
     )
-    return commit_partitions, assignment_partitions
+    mapping_partitions = 0
+    if cfg.features.offset_mapping:
+        mapping_partitions = control_topic(
+            cfg.offset_mapping.topic, "offsetMapping.topic", mappings=True
+        )
+    return commit_partitions, assignment_partitions, mapping_partitions

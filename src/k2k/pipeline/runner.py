@@ -185,6 +185,7 @@ class Runner:
             source.on_event,
             self.faults.produce_failed,
             spec.observer(strategy) if spec.observer is not None else None,
+            dict(self.ledger.committed),
         )
         try:
             try:

@@ -65,8 +65,9 @@ class CommitStrategy(Protocol):
         """Between consumed batches: serve callbacks, commit what is ready, raise failures."""
 
     def add(self, record: BatchRecord) -> None:
-        """``record`` commits with the open batch (exactly-once: inside its transaction;
-        at-least-once: written once the batch's records are acknowledged)."""
+        """``record`` describes records the target has acknowledged (e.g. an offset mapping):
+        exactly-once it joins the open transaction, so it commits or aborts with them;
+        at-least-once it is written at once, before the progress that covers them."""
 
     def finish(self, positions: Positions) -> None:
         """Lease end: commit everything up to ``positions``; raises when it cannot."""

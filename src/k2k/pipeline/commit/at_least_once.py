@@ -39,7 +39,7 @@ class _Epoch:
     thread (inside ``poll``/``flush``), so no locking is needed.
     """
 
-    __slots__ = ("error", "extra", "outstanding", "positions", "records", "sealed", "started")
+    __slots__ = ("error", "outstanding", "positions", "records", "sealed", "started")
 
     def __init__(self, now: float) -> None:
         self.outstanding = 0
@@ -47,7 +47,6 @@ class _Epoch:
         self.started = now
         self.sealed = now
         self.positions: Positions = {}
-        self.extra: list[BatchRecord] = []
         self.error: str | None = None
 
     def on_delivery(self, err: KafkaError | None, msg: Message) -> None:
@@ -108,7 +107,10 @@ class AtLeastOnce:
         self._commit_ready()
 
     def add(self, record: BatchRecord) -> None:
-        self.epoch.extra.append(record)
+        """Written at once: what is added describes records the target acknowledged already,
+        so it precedes the progress that covers them."""
+        topic, partition, key, value = record
+        produce_when_room(self.producer, topic, value, key, partition, self.ledger.on_delivery)
 
     def finish(self, positions: Positions) -> None:
         """Lease end: 1 seal the last epoch, 2 flush data, 3 write the remaining progress,
@@ -145,8 +147,7 @@ class AtLeastOnce:
            or the oldest epoch waited longer than the delivery timeout;
         2. take the leading sealed epochs with no outstanding acknowledgement (order
            matters: an epoch's positions include every earlier epoch's records);
-        3. produce their extra records, then one progress record per partition whose
-           position moved, for the newest.
+        3. one progress record per partition whose position moved, for the newest.
         """
         # Step 1.
         self._raise_failures()
@@ -154,13 +155,8 @@ class AtLeastOnce:
         # so the newest covers the older ones.
         newest: Positions | None = None
         while self.pending and self.pending[0].outstanding == 0:
-            epoch = self.pending.popleft()
-            newest = epoch.positions
-            # Step 3.
-            for topic, partition, key, value in epoch.extra:
-                produce_when_room(
-                    self.producer, topic, value, key, partition, self.ledger.on_delivery
-                )
+            newest = self.pending.popleft().positions
+        # Step 3.
         if newest is not None:
             self.ledger.mark_committed(self.ledger.write(self.producer, newest))
 

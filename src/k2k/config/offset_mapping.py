@@ -1,0 +1,351 @@
+"""The Offset Mapping app's configuration (``k2k offset-mapping start``), in K2K's layout.
+
+The app reads the committed offsets of consumer groups on the source cluster, translates them
+with the mappings the replicator writes to ``offsetMapping.topic`` and commits the result to
+the same-named groups on the target. Its file shares most sections with the replicator's
+(``source``, ``target``, ``offsetMapping``, ``topicCreation``), so ``-f pipeline.yaml -f
+offset-mapping.yaml`` works: :func:`k2k.config.loader.load_offset_mapping_app` drops the
+replicator-only keys before validation (:func:`app_keys_only`).
+
+::
+
+    from k2k.config import load_offset_mapping_app
+    app = load_offset_mapping_app(["pipeline.yaml", "offset-mapping.yaml"])
+    app.groups.selects("my-app-1")           # True when the group is translated
+    app.topic_creation.control.offset_mapping()   # how to create the mapping topic
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Annotated, Any
+
+from pydantic import AliasChoices, BaseModel, Field, field_validator, model_validator
+
+from k2k.config.base import K2KModel, Policy, one_spelling, raise_problems
+from k2k.config.errors import Problem, describe, problems_error
+from k2k.config.fields import Count, Duration, Flag, FreeMapping, TopicName
+from k2k.config.hints import FieldDoc
+from k2k.config.mapping import OffsetMappingSettings
+from k2k.config.model import (
+    NAME_DOC,
+    NAME_PATTERN,
+    ErrorHandling,
+    Features,
+    PipelineConfig,
+    SourceCluster,
+    TargetCluster,
+)
+from k2k.config.topics import TopicCreation
+
+__all__ = [
+    "AppConfiguration",
+    "AppErrorHandling",
+    "AppFeatures",
+    "AppMetrics",
+    "Groups",
+    "MetricPrefixes",
+    "MetricsKafka",
+    "OffsetMappingAppConfig",
+    "app_keys_only",
+]
+
+_GUARD_SPELLINGS = {
+    "apply_mappings_guard": (
+        "applyMappingsGuard",
+        "applyMappingsGuards",
+        "apply_mappings_guard",
+        "apply_mappings_guards",
+    )
+}
+
+
+class AppFeatures(K2KModel):
+    """Feature switches of the app, ``enabled`` / ``disabled`` (YAML booleans also accepted)."""
+
+    auto_create_control_topics: Flag = Field(
+        False,
+        description="Create `offsetMapping.topic` on the target when missing (settings from "
+        "`topicCreation.control.offsetMapping`); when disabled a missing topic stops the app.",
+    )
+    apply_mappings_guard: Flag = Field(
+        True,
+        validation_alias=AliasChoices(*_GUARD_SPELLINGS["apply_mappings_guard"]),
+        description="Rewind protection: every commit carries a guard in its offset-commit "
+        "metadata (under `groups.offsetGuardPrefix`), and the app never moves a target group "
+        "backwards unless the source group itself moved backwards. Disable only to force a "
+        "reset. K2K's spelling `applyMappingsGuards` is also read.",
+    )
+    validate_control_topic_settings: Flag = Field(
+        True,
+        description="Check at start that an existing `offsetMapping.topic` is not "
+        "compacted-only (its `cleanup.policy` includes `delete`); refuse to start otherwise.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_spelling(cls, data: Any) -> Any:
+        one_spelling(data, _GUARD_SPELLINGS)
+        return data
+
+
+_GROUPS_EXPECTED = (
+    "a regular expression matched against whole group names, or a list of exact group names"
+)
+
+
+def _group_selection(value: Any) -> str | list[str]:
+    if isinstance(value, str):
+        if not value:
+            raise problems_error([((), describe("empty", got=value, expected=_GROUPS_EXPECTED))])
+        try:
+            re.compile(value)
+        except re.error as exc:
+            what = f"invalid regular expression ({exc})"
+            raise problems_error(
+                [((), describe(what, got=value, expected=_GROUPS_EXPECTED))]
+            ) from None
+        return value
+    if isinstance(value, list) and value:
+        problems: list[Problem] = [
+            ((index,), describe("not a group name", got=name, expected="a non-empty string"))
+            for index, name in enumerate(value)
+            if not isinstance(name, str) or not name
+        ]
+        raise_problems(problems)
+        return list(value)
+    raise problems_error([((), describe("wrong type", got=value, expected=_GROUPS_EXPECTED))])
+
+
+class Groups(K2KModel):
+    """Which consumer groups are translated, and how often."""
+
+    poll_interval: Duration = Field(
+        timedelta(seconds=5),
+        description="How often the app reads the source groups' committed offsets (fresher "
+        "target positions against more load on the source cluster).",
+    )
+    consumer_groups: Annotated[
+        str | list[str], FieldDoc("regex string | list of group names", _GROUPS_EXPECTED)
+    ] = Field(
+        ".*",
+        description="A regular expression (Python `re` syntax) matched against the whole group "
+        "name, e.g. `my-app-.*`, or a list of exact group names. Selected source groups are "
+        "translated into the same-named groups on the target.",
+    )
+    offset_guard_prefix: str = Field(
+        "k2k_",
+        min_length=1,
+        description="Prefix of the guard the app writes into the offset-commit metadata of "
+        "every commit (see `features.applyMappingsGuard`).",
+    )
+
+    @field_validator("consumer_groups", mode="before")
+    @classmethod
+    def _selection(cls, value: Any) -> str | list[str]:
+        return _group_selection(value)
+
+    def selects(self, name: str) -> bool:
+        """True when group ``name`` is translated (the whole name matches, or is listed)."""
+        if isinstance(self.consumer_groups, str):
+            return re.fullmatch(self.consumer_groups, name) is not None
+        return name in self.consumer_groups
+
+
+_METRICS_LATER = "Accepted; metrics export arrives with `k2k offset-mapping start -t`."
+
+
+class MetricPrefixes(K2KModel):
+    """Name prefixes of the app's metrics."""
+
+    target_consumer: str = Field(
+        "k2k.offsetmapping.consumer.control.",
+        description="Prefix of the target consumer's Kafka client metrics. " + _METRICS_LATER,
+    )
+    target_producer: str = Field(
+        "k2k.offsetmapping.producer.",
+        description="Prefix of the target producer's Kafka client metrics. " + _METRICS_LATER,
+    )
+    offset_mapping_app: str = Field(
+        "k2k.offsetmapping.",
+        description="Prefix of the app's own metrics (groups translated, commits, lag). "
+        + _METRICS_LATER,
+    )
+
+
+class MetricsKafka(K2KModel):
+    """The metrics topic on the target."""
+
+    topic: TopicName = Field(
+        "__k2k-metrics",
+        description="Topic on the target that metrics are written to; never compacted "
+        "(creation settings: `topicCreation.control.metrics`). " + _METRICS_LATER,
+    )
+
+
+class AppMetrics(K2KModel):
+    """Metric name prefixes and the metrics topic. Accepted now; metrics export arrives with
+    `k2k offset-mapping start -t`.
+    """
+
+    prefix: MetricPrefixes = Field(
+        default_factory=MetricPrefixes, description="Metric name prefixes."
+    )
+    kafka: MetricsKafka = Field(default_factory=MetricsKafka, description="The metrics topic.")
+
+
+class AppConfiguration(K2KModel):
+    """How the app waits for a control topic it created."""
+
+    auto_control_topic_creation_check_delay: Duration = Field(
+        timedelta(milliseconds=750),
+        description="Accepted for K2K compatibility; no effect: k2k checks a control topic it "
+        "created until it is ready, for up to `target.connectTimeout`.",
+    )
+    auto_control_topic_creation_max_attempts: Count = Field(
+        10,
+        ge=1,
+        description="Accepted for K2K compatibility; no effect (see "
+        "`autoControlTopicCreationCheckDelay`).",
+    )
+
+
+class AppErrorHandling(K2KModel):
+    """What the app does when a group cannot be translated."""
+
+    on_multiple_target_committed_offsets: Policy = Field(
+        "fail",
+        description="A source partition's records went to more than one target partition "
+        "(`partition: hash`, or two pipelines replicating the same topic): `fail` stops the app "
+        "with a one-line error naming the group, the source partition and the targets; `ignore` "
+        "leaves that group's partition untranslated on the target and logs a warning once.",
+    )
+    on_active_consumer_group_commit: Policy = Field(
+        "fail",
+        description="The target group has active members (the app never moves a live group): "
+        "`fail` stops the app with a one-line error; `ignore` skips that group this pass, logs "
+        "a warning and retries it next pass.",
+    )
+
+
+_SAME_AS_REPLICATOR = "Same keys as the replicator's `{key}` (see above)."
+
+
+class OffsetMappingAppConfig(K2KModel):
+    """The Offset Mapping app, as loaded from one or more YAML files."""
+
+    name: Annotated[str, NAME_DOC] = Field(
+        min_length=1,
+        pattern=NAME_PATTERN,
+        description="The app's identity (required); several instances with the same name share "
+        "the work.",
+    )
+    license: FreeMapping | None = Field(
+        None,
+        repr=False,
+        exclude=True,
+        description="K2K's license block. Accepted and ignored: k2k is open software and no "
+        "feature is gated.",
+    )
+    features: AppFeatures = Field(default_factory=AppFeatures, description="Feature switches.")
+    source: Annotated[
+        SourceCluster, FieldDoc("mapping", "a mapping with kafka.common.bootstrap.servers")
+    ] = Field(
+        description="The cluster whose consumer groups are translated (required). The app "
+        "reads their committed offsets with the `admin` client; `kafka.consumer` is accepted "
+        "and ignored. " + _SAME_AS_REPLICATOR.format(key="source")
+    )
+    target: Annotated[
+        TargetCluster, FieldDoc("mapping", "a mapping with kafka.common.bootstrap.servers")
+    ] = Field(
+        description="The cluster holding `offsetMapping.topic` and the groups the app positions "
+        "(required). " + _SAME_AS_REPLICATOR.format(key="target")
+    )
+    groups: Groups = Field(default_factory=Groups, description="The groups to translate.")
+    offset_mapping: OffsetMappingSettings = Field(
+        default_factory=OffsetMappingSettings,
+        description="The offset-mapping topic the replicator writes, and its retention.",
+    )
+    metrics: AppMetrics = Field(default_factory=AppMetrics, description="Metrics.")
+    topic_creation: Annotated[TopicCreation, FieldDoc("mapping", "a mapping")] = Field(
+        default_factory=TopicCreation,
+        description="How the app creates `offsetMapping.topic` when it is missing: "
+        "`control.offsetMapping` over `control.common` over the flat `control` keys; "
+        "`replicated` is accepted and not used. " + _SAME_AS_REPLICATOR.format(key="topicCreation"),
+    )
+    configuration: AppConfiguration = Field(
+        default_factory=AppConfiguration, description="Control-topic creation timing."
+    )
+    error_handling: AppErrorHandling = Field(
+        default_factory=AppErrorHandling, description="Failure policies."
+    )
+
+    @model_validator(mode="after")
+    def _distinct_topics(self) -> OffsetMappingAppConfig:
+        if self.metrics.kafka.topic == self.offset_mapping.topic:
+            what = "same topic as offsetMapping.topic"
+            expected = "a topic of its own (the record formats differ)"
+            raise_problems(
+                [
+                    (
+                        ("metrics", "kafka", "topic"),
+                        describe(what, got=self.metrics.kafka.topic, expected=expected),
+                    )
+                ]
+            )
+        return self
+
+    def source_client(self, role: str) -> dict[str, str]:
+        """librdkafka properties for a source client; ``role`` is ``consumer`` or ``admin``."""
+        return self.source.client(role)
+
+    def target_client(self, role: str) -> dict[str, str]:
+        """librdkafka properties for a target client: ``producer``, ``consumer`` or ``admin``."""
+        return self.target.client(role)
+
+
+# --- reading a replicator's file ------------------------------------------------------------
+
+
+def _spellings(model: type[BaseModel]) -> set[str]:
+    """Every key that sets a field of ``model``: name, alias and alias choices."""
+    keys: set[str] = set()
+    for name, field in model.model_fields.items():
+        keys.update({name, field.alias or name})
+        if isinstance(field.validation_alias, AliasChoices):
+            keys.update(c for c in field.validation_alias.choices if isinstance(c, str))
+    return keys
+
+
+#: Top-level keys of the replicator's file that the app does not read.
+_REPLICATOR_SECTIONS = frozenset(_spellings(PipelineConfig) - _spellings(OffsetMappingAppConfig))
+#: Keys inside shared sections (both spellings of the section) that only the replicator reads.
+_REPLICATOR_KEYS_IN: dict[str, frozenset[str]] = {
+    section: frozenset(_spellings(replicator) - _spellings(app))
+    for replicator, app, sections in (
+        (Features, AppFeatures, ("features",)),
+        (ErrorHandling, AppErrorHandling, ("errorHandling", "error_handling")),
+    )
+    for section in sections
+}
+
+
+def app_keys_only(data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` without the replicator-only keys, so a pipeline file serves the app too.
+
+    Only keys that the replicator reads and the app does not are dropped (top level:
+    ``replication``, ``coordination``, ``tracing``, ``schemaMapping``, ``bidirectional``,
+    ``spark``; the replicator's features and error policies); a key neither reads stays and
+    is reported as unknown.
+
+    >>> app_keys_only({"name": "a", "spark": {}, "features": {"exactlyOnce": True, "x": 1}})
+    {'name': 'a', 'features': {'x': 1}}
+    """
+    result = {k: v for k, v in data.items() if k not in _REPLICATOR_SECTIONS}
+    for section, dropped in _REPLICATOR_KEYS_IN.items():
+        value = result.get(section)
+        if isinstance(value, Mapping):
+            result[section] = {k: v for k, v in value.items() if k not in dropped}
+    return result

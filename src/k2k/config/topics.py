@@ -1,0 +1,253 @@
+"""Topic creation on the target (``topicCreation``): control topics and replicated topics.
+
+Control topics are read in two layouts. K2K 1.x's flat keys (``partitions``,
+``replicationFactor``, ``configs``) configure every control topic alike; K2K 2.x's blocks
+``common``, ``offsetMapping`` and ``metrics`` (each ``{partitions, replication, config}``)
+configure them per kind. :meth:`ControlTopicCreation.coordination`,
+:meth:`~ControlTopicCreation.offset_mapping` and :meth:`~ControlTopicCreation.metrics` resolve
+one kind's settings: its own block over ``common`` over the flat keys. The commit and
+assignment topics are compacted; the offset-mapping and metrics topics are not compacted-only,
+because old records there are deleted by age or by the Offset Mapping app's cleaner.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, AliasChoices, Field, field_validator, model_validator
+
+from k2k.config.base import K2KModel, one_spelling, raise_problems
+from k2k.config.errors import Problem, describe, problems_error
+from k2k.config.fields import Count, StrMap
+from k2k.config.hints import FieldDoc
+
+__all__ = [
+    "ControlTopicCreation",
+    "ControlTopicSettings",
+    "ReplicatedTopicCreation",
+    "ReplicationFactor",
+    "TopicCreation",
+    "TopicSettings",
+]
+
+_POLICY = "cleanup.policy"
+
+
+def _replication_factor(value: int) -> int:
+    if value == -1 or value >= 1:
+        return value
+    expected = "-1 (the broker's default) or a number >= 1"
+    raise problems_error(
+        [((), describe("invalid replication factor", got=value, expected=expected))]
+    )
+
+
+ReplicationFactor = Annotated[
+    Count,
+    AfterValidator(_replication_factor),
+    FieldDoc("integer", "-1 (the broker's default) or a number >= 1"),
+]
+
+
+def _policies(value: str) -> set[str]:
+    """The policies of a ``cleanup.policy`` value: ``"compact, delete"`` -> both."""
+    return {part.strip() for part in value.split(",") if part.strip()}
+
+
+@dataclass(frozen=True)
+class TopicSettings:
+    """How to create one kind of control topic, resolved from ``topicCreation.control``."""
+
+    partitions: int
+    replication_factor: int
+    configs: dict[str, str]
+
+
+_SETTINGS_SPELLINGS = {
+    "replication": ("replication", "replicationFactor", "replication_factor"),
+    "config": ("config", "configs"),
+}
+
+
+class ControlTopicSettings(K2KModel):
+    """One block of K2K 2.x's control-topic layout; unset keys fall back (see the module doc)."""
+
+    partitions: Count | None = Field(
+        None,
+        ge=1,
+        description="Partitions; null falls back to `common`, then to the flat `partitions`.",
+    )
+    replication: ReplicationFactor | None = Field(
+        None,
+        validation_alias=AliasChoices(*_SETTINGS_SPELLINGS["replication"]),
+        description="Replication factor, -1 for the broker's `default.replication.factor` "
+        "(`replicationFactor` is also read); null falls back to `common`, then to the flat "
+        "`replicationFactor`.",
+    )
+    config: StrMap = Field(
+        default_factory=dict,
+        validation_alias=AliasChoices(*_SETTINGS_SPELLINGS["config"]),
+        description="Topic configs (`configs` is also read), applied over those of `common` and "
+        "the flat `configs`.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_spelling(cls, data: Any) -> Any:
+        one_spelling(data, _SETTINGS_SPELLINGS)
+        return data
+
+
+_BLOCK = FieldDoc(
+    "{partitions, replication, config}", "a mapping with partitions, replication, config"
+)
+
+
+def _refused(path: tuple[str, ...], policy: str, expected: str) -> Problem:
+    return (path, describe("refused", got=policy, expected=expected))
+
+
+class ControlTopicCreation(K2KModel):
+    """Settings of control topics k2k creates (``features.autoCreateControlTopics``).
+
+    Two layouts are read, alone or together: K2K 1.x's flat keys (``partitions``,
+    ``replicationFactor``, ``configs``) for every control topic, and K2K 2.x's blocks ``common``,
+    ``offsetMapping`` and ``metrics``. A topic's own block wins over ``common``, which wins over
+    the flat keys.
+    """
+
+    partitions: Count = Field(
+        1,
+        ge=1,
+        description="Partitions of each control topic (K2K 1.x layout); `common.partitions` and "
+        "a topic's own block win.",
+    )
+    replication_factor: ReplicationFactor = Field(
+        -1,
+        description="Replication factor of each control topic; -1 uses the broker's "
+        "`default.replication.factor`. `common.replication` and a topic's own block win.",
+    )
+    configs: StrMap = Field(
+        default_factory=dict,
+        description="Topic configs of each control topic, e.g. `min.insync.replicas: 2`. "
+        "`cleanup.policy` is `compact` for the commit and assignment topics (another value is "
+        "refused) and is not passed on to the offset-mapping and metrics topics.",
+    )
+    common: Annotated[ControlTopicSettings | None, _BLOCK] = Field(
+        None,
+        description="K2K 2.x layout: `{partitions, replication, config}` for every control topic, "
+        "over the flat keys (`replicationFactor` and `configs` are also read in a block). A "
+        "`cleanup.policy` here must be `compact`; it reaches the commit and assignment topics only.",
+    )
+    offset_mapping_block: Annotated[ControlTopicSettings | None, _BLOCK] = Field(
+        None,
+        alias="offsetMapping",
+        validation_alias=AliasChoices("offsetMapping", "offset_mapping"),
+        description="The offset-mapping topic (`offsetMapping.topic`), over `common`. "
+        "`cleanup.policy` is `delete` unless set here, and must include `delete`: the Offset "
+        "Mapping app trims old mappings with DeleteRecords.",
+    )
+    metrics_block: Annotated[ControlTopicSettings | None, _BLOCK] = Field(
+        None,
+        alias="metrics",
+        validation_alias=AliasChoices("metrics"),
+        description="The metrics topic (`metrics.kafka.topic`), over `common`. `cleanup.policy` "
+        "is `delete` unless set here; `compact` is refused (metrics must expire).",
+    )
+
+    @field_validator("configs")
+    @classmethod
+    def _compacted(cls, configs: dict[str, str]) -> dict[str, str]:
+        policy = configs.get(_POLICY)
+        if policy is not None and "compact" not in _policies(policy):
+            expected = "compact (control topics must be compacted)"
+            raise_problems([_refused((_POLICY,), policy, expected)])
+        return configs
+
+    @model_validator(mode="after")
+    def _cleanup_policies(self) -> ControlTopicCreation:
+        problems: list[Problem] = []
+        common_policy = self.common.config.get(_POLICY) if self.common else None
+        if common_policy is not None and "compact" not in _policies(common_policy):
+            expected = (
+                "compact (it applies to the commit and assignment topics, which must be compacted)"
+            )
+            problems.append(_refused(("common", "config", _POLICY), common_policy, expected))
+        mapping_policy = self.offset_mapping().configs[_POLICY]
+        if "delete" not in _policies(mapping_policy):
+            expected = (
+                "delete (the Offset Mapping app trims old mappings with DeleteRecords, which a "
+                "compacted-only topic refuses)"
+            )
+            problems.append(
+                _refused(("offsetMapping", "config", _POLICY), mapping_policy, expected)
+            )
+        metrics_policy = self.metrics().configs[_POLICY]
+        if "compact" in _policies(metrics_policy):
+            expected = "delete (the metrics topic must not be compacted)"
+            problems.append(_refused(("metrics", "config", _POLICY), metrics_policy, expected))
+        raise_problems(problems)
+        return self
+
+    def _sizes(self, block: ControlTopicSettings | None) -> tuple[int, int]:
+        partitions, replication_factor = self.partitions, self.replication_factor
+        for layer in (self.common, block):
+            if layer is None:
+                continue
+            if layer.partitions is not None:
+                partitions = layer.partitions
+            if layer.replication is not None:
+                replication_factor = layer.replication
+        return partitions, replication_factor
+
+    def _common_configs(self) -> dict[str, str]:
+        return {**self.configs, **(self.common.config if self.common else {})}
+
+    def coordination(self) -> TopicSettings:
+        """The commit and assignment topics: ``common`` over the flat keys, compacted."""
+        partitions, replication_factor = self._sizes(None)
+        configs = {_POLICY: "compact", **self._common_configs()}
+        return TopicSettings(partitions, replication_factor, configs)
+
+    def _expiring(self, block: ControlTopicSettings | None) -> TopicSettings:
+        partitions, replication_factor = self._sizes(block)
+        inherited = {k: v for k, v in self._common_configs().items() if k != _POLICY}
+        configs = {_POLICY: "delete", **inherited, **(block.config if block else {})}
+        return TopicSettings(partitions, replication_factor, configs)
+
+    def offset_mapping(self) -> TopicSettings:
+        """The offset-mapping topic: its block over ``common`` over the flat keys; ``delete``."""
+        return self._expiring(self.offset_mapping_block)
+
+    def metrics(self) -> TopicSettings:
+        """The metrics topic: its block over ``common`` over the flat keys; never compacted."""
+        return self._expiring(self.metrics_block)
+
+
+class ReplicatedTopicCreation(K2KModel):
+    """Settings of target topics k2k creates (``features.autoCreateTopics``)."""
+
+    partitions: Count | None = Field(
+        None,
+        ge=1,
+        description="Partitions of each created topic; null means as many as the source topic.",
+    )
+    replication_factor: ReplicationFactor = Field(
+        -1, description="Replication factor; -1 uses the broker's `default.replication.factor`."
+    )
+    configs: StrMap = Field(
+        default_factory=dict,
+        description="Overrides applied on top of the source topic's configs, which are copied.",
+    )
+
+
+class TopicCreation(K2KModel):
+    """How k2k creates topics on the target."""
+
+    control: ControlTopicCreation = Field(
+        default_factory=ControlTopicCreation, description="Control topics."
+    )
+    replicated: ReplicatedTopicCreation = Field(
+        default_factory=ReplicatedTopicCreation, description="Replicated (data) topics."
+    )

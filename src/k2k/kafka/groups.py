@@ -1,0 +1,166 @@
+"""Consumer groups through the admin API: list them, read and write committed offsets.
+
+The admin protocol takes one group per offsets request, so requests for many groups are
+sent together and their futures collected afterwards (a pass over hundreds of groups costs
+about one round trip, not one per group).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from confluent_kafka import (
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient
+
+from k2k.errors import ClusterError
+from k2k.kafka.faults import describe, kafka_error_of
+
+__all__ = [
+    "Committed",
+    "GroupError",
+    "alter_offsets",
+    "committed_offsets",
+    "group_states",
+    "list_groups",
+]
+
+TP = tuple[str, int]
+#: A committed offset and its metadata string.
+Committed = tuple[int, str]
+_IDLE = {ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD, ConsumerGroupState.UNKNOWN}
+
+
+class GroupError(ClusterError):
+    """An offsets request for one group failed (the others may have succeeded)."""
+
+    def __init__(self, group: str, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.group = group
+        self.code = code
+
+
+def _why(exc: BaseException) -> tuple[str, int | None]:
+    err = kafka_error_of(exc) if isinstance(exc, KafkaException) else None
+    if err is None:
+        return str(exc), None
+    return describe(err), err.code()
+
+
+def list_groups(admin: AdminClient, timeout_s: float) -> list[str]:
+    """Every consumer group the cluster knows (raises ClusterError)."""
+    try:
+        result = admin.list_consumer_groups(request_timeout=timeout_s).result()
+    except KafkaException as exc:
+        raise ClusterError(f"listing consumer groups: {_why(exc)[0]}") from None
+    return sorted(g.group_id for g in result.valid)
+
+
+def committed_offsets(
+    admin: AdminClient, groups: Iterable[str], timeout_s: float
+) -> tuple[dict[str, dict[TP, Committed]], list[GroupError]]:
+    """Each group's committed offsets (only partitions with an offset), and one error per
+    group whose request failed."""
+    futures = {
+        g: admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(g)], request_timeout=timeout_s
+        )[g]
+        for g in groups
+    }
+    out: dict[str, dict[TP, Committed]] = {}
+    errors: list[GroupError] = []
+    for group, future in futures.items():
+        try:
+            parts = future.result().topic_partitions or []
+        except KafkaException as exc:
+            why, code = _why(exc)
+            errors.append(GroupError(group, f"reading offsets of group {group!r}: {why}", code))
+            continue
+        out[group] = {
+            (tp.topic, tp.partition): (tp.offset, tp.metadata or "")
+            for tp in parts
+            if tp.error is None and tp.offset >= 0
+        }
+    return out, errors
+
+
+@dataclass(frozen=True, slots=True)
+class GroupState:
+    state: str
+    members: int
+
+    @property
+    def active(self) -> bool:
+        """True while the group has members (committing would fight them, and the broker
+        refuses an admin commit to a group that is not empty)."""
+        return self.members > 0
+
+
+def group_states(
+    admin: AdminClient, groups: Iterable[str], timeout_s: float
+) -> dict[str, GroupState]:
+    """State and member count per group; a group the cluster does not know is DEAD."""
+    wanted = list(groups)
+    if not wanted:
+        return {}
+    futures = admin.describe_consumer_groups(wanted, request_timeout=timeout_s)
+    out: dict[str, GroupState] = {}
+    for group, future in futures.items():
+        try:
+            desc = future.result()
+        except KafkaException as exc:
+            why, code = _why(exc)
+            raise GroupError(group, f"describing group {group!r}: {why}", code) from None
+        members = len(desc.members or [])
+        if desc.state not in _IDLE:
+            members = max(members, 1)
+        out[group] = GroupState(desc.state.name, members)
+    return out
+
+
+def alter_offsets(
+    admin: AdminClient, commits: Mapping[str, Mapping[TP, Committed]], timeout_s: float
+) -> list[GroupError]:
+    """Commit offsets (with metadata) to each group; one error per group that failed."""
+    futures = {
+        group: admin.alter_consumer_group_offsets(
+            [
+                ConsumerGroupTopicPartitions(
+                    group,
+                    [
+                        TopicPartition(t, p, o, metadata)
+                        for (t, p), (o, metadata) in offsets.items()
+                    ],
+                )
+            ],
+            request_timeout=timeout_s,
+        )[group]
+        for group, offsets in commits.items()
+        if offsets
+    }
+    errors: list[GroupError] = []
+    for group, future in futures.items():
+        try:
+            result = future.result()
+        except KafkaException as exc:
+            why, code = _why(exc)
+            errors.append(GroupError(group, f"committing offsets of group {group!r}: {why}", code))
+            continue
+        failed = [tp for tp in result.topic_partitions or [] if tp.error is not None]
+        if failed:
+            tp = failed[0]
+            err = tp.error
+            errors.append(
+                GroupError(
+                    group,
+                    f"committing offsets of group {group!r} ({tp.topic}[{tp.partition}]): "
+                    f"{describe(err) if err is not None else '?'}",
+                    err.code() if err is not None else None,
+                )
+            )
+    return errors
