@@ -45,7 +45,13 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from bench.ceiling import BareLoop, BareLoopTransactional, ProducerPerfTool
 from bench.contender import Contender, Ctx, create_topic
-from bench.k2k_bench import K2KAtLeastOnce, K2KExactlyOnce, K2KExactlyOnceFastCommit
+from bench.k2k_bench import (
+    K2KAtLeastOnce,
+    K2KAtLeastOnceMappings,
+    K2KExactlyOnce,
+    K2KExactlyOnceFastCommit,
+    K2KExactlyOnceMappings,
+)
 from bench.latency import WARMUP, PacedWriter
 from bench.mm2 import MirrorMaker2AtLeastOnce, MirrorMaker2ExactlyOnce
 from bench.spark_sss import SparkStructuredStreaming
@@ -57,7 +63,9 @@ PARTITIONS = 8
 #: Every contender, in the order they run.
 CONTENDERS: list[type[Contender]] = [
     K2KAtLeastOnce,
+    K2KAtLeastOnceMappings,
     K2KExactlyOnce,
+    K2KExactlyOnceMappings,
     K2KExactlyOnceFastCommit,
     MirrorMaker2AtLeastOnce,
     MirrorMaker2ExactlyOnce,

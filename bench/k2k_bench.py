@@ -19,7 +19,13 @@ from bench.contender import Contender, Ctx
 
 ROOT = Path(__file__).resolve().parents[1]
 
-__all__ = ["K2KAtLeastOnce", "K2KExactlyOnce", "K2KExactlyOnceFastCommit"]
+__all__ = [
+    "K2KAtLeastOnce",
+    "K2KAtLeastOnceMappings",
+    "K2KExactlyOnce",
+    "K2KExactlyOnceFastCommit",
+    "K2KExactlyOnceMappings",
+]
 
 
 class K2KAtLeastOnce(Contender):
@@ -48,6 +54,7 @@ class K2KAtLeastOnce(Contender):
             ],
             "spark": {"master": "local[2]"},
             "coordination": {"commit": self.commit},
+            "offsetMapping": {"topic": f"__k2k_offset_mappings-{ctx.dest}"},
         }
 
     def start(self, ctx: Ctx) -> None:
@@ -78,3 +85,19 @@ class K2KExactlyOnceFastCommit(K2KExactlyOnce):
     name = "k2k exactly-once, 100 ms batches"
     backlog_capable = False
     commit: ClassVar[dict[str, Any]] = {"batchTimeout": "100 milliseconds"}
+
+
+class K2KAtLeastOnceMappings(K2KAtLeastOnce):
+    """At-least-once with ``features.offsetMapping``: one mapping record per run."""
+
+    key = "k2k-om"
+    name = "k2k at-least-once, offset mappings"
+    features: ClassVar[dict[str, Any]] = {"offsetMapping": "enabled"}
+
+
+class K2KExactlyOnceMappings(K2KExactlyOnce):
+    """Exactly-once with ``features.offsetMapping``: mappings in the batch's transaction."""
+
+    key = "k2k-eos-om"
+    name = "k2k exactly-once, offset mappings"
+    features: ClassVar[dict[str, Any]] = {"exactlyOnce": "enabled", "offsetMapping": "enabled"}

@@ -345,6 +345,9 @@ class LocalCluster:
             "broker.session.timeout.ms": 60_000,
             # The compaction dedupe buffer defaults to 128 MiB; keep it small next to -Xmx512m.
             "log.cleaner.dedupe.buffer.size": 32 * 1024 * 1024,
+            # Compact within a second of a segment becoming cleanable (15 s by default), so
+            # compacted topics show their offset gaps while one tries things out.
+            "log.cleaner.backoff.ms": 1000,
         }
         settings.update(self.broker_overrides)
         return {key: str(value) for key, value in settings.items()}

@@ -137,7 +137,8 @@ class OffsetMappingApp:
                     return report
                 for failure in report.failures:
                     log.warning("%s; retried next pass", failure)
-                self._clean_if_due()
+                if not report.failures:  # a group not read this pass may need any mapping
+                    self._clean_if_due()
                 if self._stop.wait(max(0.0, interval - (time.monotonic() - started))):
                     return report
         finally:
