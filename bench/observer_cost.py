@@ -2,9 +2,10 @@
 
 One runner (``k2k.pipeline.runner.Runner``, in-process, no Spark) copies a backlog of
 ``--records`` x 100 B from an 8-partition source topic into a fresh target topic, in both
-delivery modes, with no observer (the fast path) and with an observer that only counts the
-runs it is told about (every run then carries callbacks on its first and last record).
-Rounds alternate the order; the summary compares medians.
+delivery modes, with no observer (the fast path), with an observer that only counts the
+runs it is told about (every run then carries callbacks on its first and last record), and
+with offset mappings (``MappingPublisher``: one mapping record per run). Rounds alternate
+the order; the summary compares medians.
 
     .venv/bin/python -m bench.observer_cost [--records 2000000] [--rounds 3]
 """
@@ -17,6 +18,7 @@ import statistics
 import tempfile
 import time
 import uuid
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -24,6 +26,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from bench.harness import preload
 from k2k.kafka.factory import consumer_settings, producer_settings
 from k2k.local import free_port, start_pair
+from k2k.pipeline.mappings import MappingPublisher
 from k2k.pipeline.observe import ProducedRun
 from k2k.pipeline.plan import LeaseSpec, PartitionRange, RunnerGroup
 from k2k.pipeline.runner import Runner
@@ -72,13 +75,27 @@ def _eventually_answered(reader: Consumer, tp: TopicPartition) -> None:
             time.sleep(0.1)  # poll interval while leadership settles
 
 
+OBSERVERS = ("none", "counting", "mappings")
+
+
 def copy_once(
-    source: str, target: str, topic: str, records: int, eos: bool, observe: bool
-) -> float:
-    """One runner copies the whole topic; returns records/s over the runner's lifetime."""
+    source: str, target: str, topic: str, records: int, eos: bool, observe: str
+) -> tuple[float, float]:
+    """One runner copies the whole topic; returns records/s over the runner's lifetime and
+    CPU µs per record."""
     name = f"obs-{uuid.uuid4().hex[:8]}"
-    _create(target, (name, PARTITIONS, {}), (f"{name}-progress", 1, {"cleanup.policy": "compact"}))
+    _create(
+        target,
+        (name, PARTITIONS, {}),
+        (f"{name}-progress", 1, {"cleanup.policy": "compact"}),
+        (f"{name}-maps", 1, {"cleanup.policy": "delete"}),
+    )
     counter = CountingObserver()
+    observer: Any = None
+    if observe == "counting":
+        observer = lambda strategy: counter  # noqa: E731 - a picklable-enough test double
+    elif observe == "mappings":
+        observer = MappingPublisher(name, f"{name}-maps", 1)
     spec = LeaseSpec(
         lease_id=1,
         pipeline=name,
@@ -93,7 +110,7 @@ def copy_once(
         lease_s=600,
         exactly_once=eos,
         control_consumer={"bootstrap.servers": target},
-        observer=(lambda strategy: counter) if observe else None,
+        observer=observer,
     )
     per_partition = records // PARTITIONS
     ranges = tuple(PartitionRange(topic, p, 0, per_partition, False) for p in range(PARTITIONS))
@@ -103,7 +120,12 @@ def copy_once(
     elapsed, cpu = time.monotonic() - started, time.process_time() - cpu_started
     if summary.error or summary.records != records:
         raise SystemExit(f"copy failed: {summary.error or summary.records}")
-    if observe and counter.records != records:
+    if observe == "mappings":
+        reader = Consumer({"bootstrap.servers": target, "group.id": "observer-cost"})
+        runs = reader.get_watermark_offsets(TopicPartition(f"{name}-maps", 0), timeout=10)[1]
+        reader.close()
+        print(f"  {runs:,} mapping records: {records / max(1, runs):,.0f} records per run")
+    if observe == "counting" and counter.records != records:
         raise SystemExit(f"observer saw {counter.records} of {records} records")
     return records / elapsed, cpu / records * 1e6
 
@@ -119,11 +141,11 @@ def main() -> None:
     root = tempfile.mkdtemp(prefix="k2k-observer-cost-")
     pair = start_pair(root, free_port(), free_port())
     source, target = pair.source.bootstrap, pair.target.bootstrap
-    cases = [(eos, observe) for eos in (False, True) for observe in (False, True)]
-    rates: dict[tuple[bool, bool], list[tuple[float, float]]] = {case: [] for case in cases}
+    cases = [(eos, observe) for eos in (False, True) for observe in OBSERVERS]
+    rates: dict[tuple[bool, str], list[tuple[float, float]]] = {case: [] for case in cases}
     try:
         preload(source, "backlog", records, 100)
-        copy_once(source, target, "backlog", records, False, False)  # warm-up, not counted
+        copy_once(source, target, "backlog", records, False, "none")  # warm-up, not counted
         for round_ in range(args.rounds):
             for case in cases if round_ % 2 == 0 else cases[::-1]:
                 rate, cpu_us = copy_once(source, target, "backlog", records, *case)
@@ -135,17 +157,19 @@ def main() -> None:
         pair.stop()
         shutil.rmtree(root, ignore_errors=True)
     for eos in (False, True):
-        plain = [statistics.median(x[i] for x in rates[(eos, False)]) for i in (0, 1)]
-        seen = [statistics.median(x[i] for x in rates[(eos, True)]) for i in (0, 1)]
-        print(
-            f"{'exactly-once' if eos else 'at-least-once'}: {plain[0]:,.0f} records/s, "
-            f"{plain[1]:.2f} µs CPU/record without; {seen[0]:,.0f} records/s, {seen[1]:.2f} µs "
-            f"with an observer (CPU {seen[1] / plain[1] - 1:+.1%}, medians of {args.rounds})"
-        )
+        plain = [statistics.median(x[i] for x in rates[(eos, "none")]) for i in (0, 1)]
+        for observe in OBSERVERS[1:]:
+            seen = [statistics.median(x[i] for x in rates[(eos, observe)]) for i in (0, 1)]
+            print(
+                f"{'exactly-once' if eos else 'at-least-once'}: {plain[0]:,.0f} records/s, "
+                f"{plain[1]:.2f} µs CPU/record without; {seen[0]:,.0f} records/s "
+                f"({seen[0] / plain[0]:.0%}), {seen[1]:.2f} µs with {observe} (CPU "
+                f"{seen[1] / plain[1] - 1:+.1%}, medians of {args.rounds})"
+            )
 
 
-def _label(eos: bool, observe: bool) -> str:
-    return f"{'exactly-once' if eos else 'at-least-once'}, {'observer' if observe else 'none'}"
+def _label(eos: bool, observe: str) -> str:
+    return f"{'exactly-once' if eos else 'at-least-once'}, observer: {observe}"
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from k2k.formats import (
     read_assignment,
 )
 from k2k.formats.assignment import KEY_VERSION
-from k2k.formats.offset_mapping import OffsetMappingRecord
+from k2k.formats.offset_mapping import OffsetMappingRecord, RunEncoder
 
 
 def _rec(**kw):
@@ -340,3 +340,21 @@ def test_offset_mapping_bytes_are_pinned_and_round_trip():
 def test_a_bad_offset_mapping_is_refused_naming_where_it_was_read(key, value, says):
     with pytest.raises(ControlRecordError, match=rf"^maps\[2\]@9: .*{says}"):
         OffsetMappingRecord.decode(key, value, "maps", 2, 9)
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "topic", "target"),
+    [("dr", "orders", "dr.orders"), ("p\u00e9", 't"q', "\u00fcn\u00efcode")],
+)
+def test_the_run_encoder_writes_the_record_bytes(pipeline, topic, target):
+    encoder = RunEncoder(pipeline, topic, 7)
+    for args in [
+        (0, 0, 1, 0, 0, 5),
+        (40, 42, 10, 1007, 1020, 2**41),
+        (9, 9, 3, 2**40, 2**40 + 2, 0),
+    ]:
+        frm, first, count, t_first, t_last, at = args
+        rec = OffsetMappingRecord(
+            pipeline, topic, 7, frm, first, count, target, 2, t_first, t_last, at
+        )
+        assert encoder.encode(frm, first, count, target, 2, t_first, t_last, at) == rec.encode()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from k2k.config.errors import Problem, describe, problems_error
@@ -55,3 +55,14 @@ def one_spelling(data: Any, spellings: Mapping[str, tuple[str, ...]]) -> None:
             what = f"the same setting as {given[0]!r}, given twice"
             problems.append(((key,), describe(what, got=data[key], expected="one spelling")))
     raise_problems(problems)
+
+
+def license_field() -> Any:
+    """K2K's ``license`` block: accepted, never shown, never used (no feature is gated)."""
+    return Field(
+        None,
+        repr=False,
+        exclude=True,
+        description="K2K's license block. Accepted and ignored: k2k is open software and no "
+        "feature is gated.",
+    )

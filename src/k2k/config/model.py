@@ -28,7 +28,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from k2k.config import clients
-from k2k.config.base import K2KModel, Policy
+from k2k.config.base import K2KModel, Policy, license_field
 from k2k.config.base import raise_problems as _raise
 from k2k.config.durations import format_duration
 from k2k.config.errors import Problem, describe, problems_error, suggest_key
@@ -772,13 +772,7 @@ class PipelineConfig(K2KModel):
         description="Pipeline identity (required). Used in transactional ids, the default commit "
         "group and tracing headers.",
     )
-    license: FreeMapping | None = Field(
-        None,
-        repr=False,
-        exclude=True,
-        description="K2K's license block. Accepted and ignored: k2k is open software and no "
-        "feature is gated.",
-    )
+    license: FreeMapping | None = license_field()
     features: Features = Field(default_factory=Features, description="Feature switches.")
     source: Annotated[
         SourceCluster, FieldDoc("mapping", "a mapping with kafka.common.bootstrap.servers")

@@ -24,7 +24,7 @@ from typing import Annotated, Any
 
 from pydantic import AliasChoices, BaseModel, Field, field_validator, model_validator
 
-from k2k.config.base import K2KModel, Policy, one_spelling, raise_problems
+from k2k.config.base import K2KModel, Policy, license_field, one_spelling, raise_problems
 from k2k.config.errors import Problem, describe, problems_error
 from k2k.config.fields import Count, Duration, Flag, FreeMapping, TopicName
 from k2k.config.hints import FieldDoc
@@ -239,16 +239,11 @@ class OffsetMappingAppConfig(K2KModel):
     name: Annotated[str, NAME_DOC] = Field(
         min_length=1,
         pattern=NAME_PATTERN,
-        description="The app's identity (required); several instances with the same name share "
-        "the work.",
+        description="The app's identity (required), named in its logs. Several instances "
+        "each do every pass; the guard (`features.applyMappingsGuard`) keeps them from "
+        "undoing each other's commits.",
     )
-    license: FreeMapping | None = Field(
-        None,
-        repr=False,
-        exclude=True,
-        description="K2K's license block. Accepted and ignored: k2k is open software and no "
-        "feature is gated.",
-    )
+    license: FreeMapping | None = license_field()
     features: AppFeatures = Field(default_factory=AppFeatures, description="Feature switches.")
     source: Annotated[
         SourceCluster, FieldDoc("mapping", "a mapping with kafka.common.bootstrap.servers")

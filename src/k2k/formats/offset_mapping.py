@@ -33,13 +33,14 @@ True
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import ClassVar
 
 from k2k.errors import ControlRecordError
 from k2k.formats.codec import check_version, dumps_canonical, load_object, locator
 
-__all__ = ["OffsetMappingRecord"]
+__all__ = ["OffsetMappingRecord", "RunEncoder"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,3 +136,61 @@ class OffsetMappingRecord:
             f"{self.target_topic}[{self.target_partition}]@{self.target_first}.."
             f"{self.target_last})"
         )
+
+
+class RunEncoder:
+    """The bytes of :meth:`OffsetMappingRecord.encode` for the runs of one source partition
+    of one pipeline, with the parts that never change encoded once: writers encode one
+    record per run, in the replicator's copy loop.
+
+    >>> enc = RunEncoder("dr", "orders", 3)
+    >>> run = OffsetMappingRecord("dr", "orders", 3, 40, 42, 10, "dr.orders", 3, 1007, 1016, 17)
+    >>> enc.encode(40, 42, 10, "dr.orders", 3, 1007, 1016, 17) == run.encode()
+    True
+    """
+
+    __slots__ = ("_key_tail", "_targets")
+
+    def __init__(self, pipeline: str, topic: str, partition: int) -> None:
+        self._key_tail = b',"partition":%d,"pipeline":%s,"topic":%s}' % (
+            partition,
+            _json(pipeline),
+            _json(topic),
+        )
+        self._targets: dict[tuple[str, int], bytes] = {}
+
+    def encode(
+        self,
+        source_from: int,
+        source_first: int,
+        count: int,
+        target_topic: str,
+        target_partition: int,
+        target_first: int,
+        target_last: int,
+        written_at_ms: int,
+    ) -> tuple[bytes, bytes]:
+        target = self._targets.get((target_topic, target_partition))
+        if target is None:
+            target = self._targets[(target_topic, target_partition)] = (
+                b'"targetPartition":%d,"targetTopic":%s,' % (target_partition, _json(target_topic))
+            )
+        key = b'{"k":%d,"offset":%d%s' % (OffsetMappingRecord.VERSION, source_first, self._key_tail)
+        value = (
+            b'{"count":%d,"from":%d,"targetLast":%d,"targetOffset":%d,%s"v":%d,"writtenAt":%d}'
+            % (
+                count,
+                source_from,
+                target_last,
+                target_first,
+                target,
+                OffsetMappingRecord.VERSION,
+                written_at_ms,
+            )
+        )
+        return key, value
+
+
+def _json(text: str) -> bytes:
+    """A JSON string as canonical JSON writes it (UTF-8, not ASCII-escaped)."""
+    return json.dumps(text, ensure_ascii=False).encode()

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from k2k.errors import ReplicationError
 from k2k.formats.codec import dumps_canonical
-from k2k.formats.offset_mapping import OffsetMappingRecord
+from k2k.formats.offset_mapping import RunEncoder
 from k2k.kafka.murmur2 import murmur2_partition
 from k2k.pipeline.commit import CommitStrategy
 from k2k.pipeline.observe import ProducedRun, RunObserver
@@ -49,25 +49,26 @@ class MappingPublisher:
 class RunPublisher:
     """Runs on: executor, in the runner's thread. One mapping record per acknowledged run."""
 
-    __slots__ = ("_partition_of", "publisher", "strategy")
+    __slots__ = ("_per_partition", "publisher", "strategy")
 
     def __init__(self, publisher: MappingPublisher, strategy: CommitStrategy) -> None:
         self.publisher = publisher
         self.strategy = strategy
-        self._partition_of: dict[tuple[str, int], int] = {}
+        #: Per source partition: its mapping-topic partition and its record encoder.
+        self._per_partition: dict[tuple[str, int], tuple[int, RunEncoder]] = {}
 
     def on_run(self, run: ProducedRun) -> None:
         _check(run)
-        p = self.publisher
         tp = (run.source_topic, run.source_partition)
-        partition = self._partition_of.get(tp)
-        if partition is None:
-            partition = mapping_partition(p.pipeline, *tp, p.partitions)
-            self._partition_of[tp] = partition
-        key, value = OffsetMappingRecord(
-            p.pipeline,
-            run.source_topic,
-            run.source_partition,
+        known = self._per_partition.get(tp)
+        if known is None:
+            p = self.publisher
+            known = self._per_partition[tp] = (
+                mapping_partition(p.pipeline, *tp, p.partitions),
+                RunEncoder(p.pipeline, *tp),
+            )
+        partition, encoder = known
+        key, value = encoder.encode(
             run.source_from,
             run.source_first,
             run.count,
@@ -76,8 +77,8 @@ class RunPublisher:
             run.target_first,
             run.target_last,
             int(time.time() * 1000),
-        ).encode()
-        self.strategy.add((p.topic, partition, key, value))
+        )
+        self.strategy.add((self.publisher.topic, partition, key, value))
 
 
 def _check(run: ProducedRun) -> None:
