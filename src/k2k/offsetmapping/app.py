@@ -38,6 +38,7 @@ from k2k.kafka.groups import (
 )
 from k2k.offsetmapping.guard import Guard, may_commit
 from k2k.offsetmapping.index import TP, Span
+from k2k.offsetmapping.resolve import RunReader
 from k2k.offsetmapping.retention import cut_points
 from k2k.offsetmapping.store import MappingStore
 from k2k.offsetmapping.translate import GroupPlan, plan_group
@@ -108,6 +109,7 @@ class OffsetMappingApp:
         self._deleted_to: dict[int, int] = {}
         self._next_clean = time.monotonic() + cfg.offset_mapping.retention.schedule.total_seconds()
         self.store: MappingStore | None = None
+        self.runs: RunReader | None = None
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -148,6 +150,9 @@ class OffsetMappingApp:
         if self.store is not None:
             self.store.close()
             self.store = None
+        if self.runs is not None:
+            self.runs.close()
+            self.runs = None
 
     def _prepare(self) -> None:
         cfg = self.cfg
@@ -166,6 +171,7 @@ class OffsetMappingApp:
         self.store = MappingStore(
             cfg.target_client("consumer"), cfg.offset_mapping.topic, self.timeout_s
         )
+        self.runs = RunReader(cfg.target_client("consumer"), self.timeout_s)
 
     # -- one pass --------------------------------------------------------------------------
 
@@ -190,7 +196,8 @@ class OffsetMappingApp:
 
     def _plan(self, group: str, offsets: dict[TP, Committed], report: PassReport) -> GroupPlan:
         assert self.store is not None
-        plan = plan_group({tp: o for tp, (o, _) in offsets.items()}, self.store.indexes)
+        resolve = self.runs.resolve if self.runs is not None else None
+        plan = plan_group({tp: o for tp, (o, _) in offsets.items()}, self.store.indexes, resolve)
         report.translated += sum(len(s) for s in plan.sources.values())
         report.inexact += plan.inexact
         for tp in plan.untranslated:

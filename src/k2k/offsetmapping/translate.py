@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from k2k.offsetmapping.index import TP, PartitionIndex, Span
+from k2k.offsetmapping.index import TP, PartitionIndex, Span, Translation
 
 __all__ = ["GroupPlan", "plan_group"]
 
@@ -31,9 +31,12 @@ class GroupPlan:
 
 
 def plan_group(
-    positions: Mapping[TP, int], indexes: Callable[[TP], Mapping[str, PartitionIndex]]
+    positions: Mapping[TP, int],
+    indexes: Callable[[TP], Mapping[str, PartitionIndex]],
+    resolve: Callable[[Translation, int], Translation] | None = None,
 ) -> GroupPlan:
-    """Translate every source position of one group that has mappings.
+    """Translate every source position of one group that has mappings; ``resolve`` may
+    make a lower bound exact (see :mod:`k2k.offsetmapping.resolve`).
 
     Several source partitions feeding one target partition (routing many topics into one)
     commit the lowest of their translations: the others' records are read again there,
@@ -54,6 +57,8 @@ def plan_group(
             plan.untranslated.append(tp)
             continue
         plan.needed.append(found.span)
+        if not found.exact and resolve is not None:
+            found = resolve(found, position)
         if not found.exact:
             plan.inexact += 1
         previous = plan.offsets.get(found.target)

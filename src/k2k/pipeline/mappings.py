@@ -28,7 +28,7 @@ def mapping_partition(pipeline: str, topic: str, partition: int, partitions: int
     that their order there is the order they were written (docs/formats.md).
 
     >>> mapping_partition("dr", "orders", 3, 6)
-    1
+    5
     """
     key = dumps_canonical({"pipeline": pipeline, "topic": topic, "partition": partition})
     return murmur2_partition(key, partitions)
