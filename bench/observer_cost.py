@@ -13,6 +13,7 @@ the order; the summary compares medians.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shutil
 import statistics
 import tempfile
@@ -78,6 +79,35 @@ def _eventually_answered(reader: Consumer, tp: TopicPartition) -> None:
 OBSERVERS = ("none", "counting", "mappings")
 
 
+def runner_spec(
+    name: str,
+    source: str,
+    target: str,
+    routes: dict[str, str],
+    *,
+    eos: bool,
+    batch_size: int,
+    batch_timeout_s: float,
+) -> LeaseSpec:
+    """The lease spec of one in-process runner copying ``routes`` (source -> target topic)
+    with ``partition: source``; progress in ``<name>-progress``."""
+    return LeaseSpec(
+        lease_id=1,
+        pipeline=name,
+        commit_group=name,
+        commit_topic=f"{name}-progress",
+        commit_partitions=1,
+        source_consumer=consumer_settings({"bootstrap.servers": source}, name),
+        target_producer=producer_settings({"bootstrap.servers": target}, False, exactly_once=eos),
+        topics={s: TopicPlan(s, t, SourcePartition(), True, True, None) for s, t in routes.items()},
+        batch_size=batch_size,
+        batch_timeout_s=batch_timeout_s,
+        lease_s=600,
+        exactly_once=eos,
+        control_consumer={"bootstrap.servers": target},
+    )
+
+
 def copy_once(
     source: str, target: str, topic: str, records: int, eos: bool, observe: str
 ) -> tuple[float, float]:
@@ -96,22 +126,10 @@ def copy_once(
         observer = lambda strategy: counter  # noqa: E731 - a picklable-enough test double
     elif observe == "mappings":
         observer = MappingPublisher(name, f"{name}-maps", 1)
-    spec = LeaseSpec(
-        lease_id=1,
-        pipeline=name,
-        commit_group=name,
-        commit_topic=f"{name}-progress",
-        commit_partitions=1,
-        source_consumer=consumer_settings({"bootstrap.servers": source}, name),
-        target_producer=producer_settings({"bootstrap.servers": target}, False, exactly_once=eos),
-        topics={topic: TopicPlan(topic, name, SourcePartition(), True, True, None)},
-        batch_size=1000,
-        batch_timeout_s=2.0,
-        lease_s=600,
-        exactly_once=eos,
-        control_consumer={"bootstrap.servers": target},
-        observer=observer,
+    spec = runner_spec(
+        name, source, target, {topic: name}, eos=eos, batch_size=1000, batch_timeout_s=2.0
     )
+    spec = dataclasses.replace(spec, observer=observer)
     per_partition = records // PARTITIONS
     ranges = tuple(PartitionRange(topic, p, 0, per_partition, False) for p in range(PARTITIONS))
     group = RunnerGroup(0, ranges, transactional_id=f"{name}-txn" if eos else None)

@@ -12,6 +12,7 @@ and after the groups move, one commits them all again. Figures are printed per p
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import random
 import shutil
 import statistics
@@ -21,15 +22,13 @@ import time
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from bench.observer_cost import _create
+from bench.observer_cost import _create, runner_spec
 from k2k.config.loader import build_offset_mapping_app
-from k2k.kafka.factory import consumer_settings, producer_settings
 from k2k.local import free_port, start_pair
 from k2k.offsetmapping.app import OffsetMappingApp
 from k2k.pipeline.mappings import MappingPublisher
-from k2k.pipeline.plan import LeaseSpec, PartitionRange, RunnerGroup
+from k2k.pipeline.plan import PartitionRange, RunnerGroup
 from k2k.pipeline.runner import Runner
-from k2k.stages import SourcePartition, TopicPlan
 
 PARTITIONS = 24
 MAPPING_PARTITIONS = 6
@@ -59,21 +58,11 @@ def replicate(source: str, target: str, topic: str, records: int) -> None:
         (f"{name}-progress", 1, {"cleanup.policy": "compact"}),
         ("__k2k_offset_mappings", MAPPING_PARTITIONS, {"cleanup.policy": "delete"}),
     )
-    spec = LeaseSpec(
-        lease_id=1,
-        pipeline=name,
-        commit_group=name,
-        commit_topic=f"{name}-progress",
-        commit_partitions=1,
-        source_consumer=consumer_settings({"bootstrap.servers": source}, name),
-        target_producer=producer_settings({"bootstrap.servers": target}, False, exactly_once=True),
-        topics={topic: TopicPlan(topic, topic, SourcePartition(), True, True, None)},
-        batch_size=200,
-        batch_timeout_s=1.0,
-        lease_s=600,
-        exactly_once=True,
-        control_consumer={"bootstrap.servers": target},
-        observer=MappingPublisher(name, "__k2k_offset_mappings", MAPPING_PARTITIONS),
+    spec = runner_spec(
+        name, source, target, {topic: topic}, eos=True, batch_size=200, batch_timeout_s=1.0
+    )
+    spec = dataclasses.replace(
+        spec, observer=MappingPublisher(name, "__k2k_offset_mappings", MAPPING_PARTITIONS)
     )
     per = records // PARTITIONS
     ranges = tuple(PartitionRange(topic, p, 0, per, False) for p in range(PARTITIONS))

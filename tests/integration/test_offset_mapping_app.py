@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,6 +44,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from k2k.config.loader import build_offset_mapping_app, deep_merge
 from k2k.formats.offset_mapping import RunEncoder
 from k2k.kafka.factory import consumer_settings, producer_settings
+from k2k.local import free_port
 from k2k.offsetmapping.app import OffsetMappingApp, PassReport
 from k2k.offsetmapping.translate import plan_group
 from k2k.pipeline.mappings import MappingPublisher, mapping_partition
@@ -588,7 +590,7 @@ def test_a_position_inside_a_run_split_by_a_commit_marker_is_exact(
     clusters, topic_name, group_name
 ):
     """Exactly-once, the marker of the transaction committing in the background can land
-    inside a run of the next one (seen in bench.offset_mapping_scale: 1 run in 99). The
+    inside a run of the next one (docs/benchmarks.md, the issue 14 section). The
     target is written here the way that happens, two records, a marker, two records, with
     the mapping record a runner writes for such a run; the app reads the run back and
     commits the record's real offset. With another writer's record in the range instead,
@@ -622,3 +624,20 @@ def test_a_position_inside_a_run_split_by_a_commit_marker_is_exact(
         assert (exact.offsets, exact.inexact) == ({(target, 0): 3}, 0)  # a2, after the marker
         bound = plan_group({("orders", 1): 102}, app.store.indexes, app.runs.resolve)
         assert (bound.offsets, bound.inexact) == ({(target, 1): 2}, 1)
+
+
+@pytest.mark.parametrize("cluster", ["source", "target"])
+def test_an_unreachable_cluster_fails_within_its_connect_timeout_naming_it(
+    clusters, tmp_path, topic_name, group_name, cluster
+):
+    dead = f"127.0.0.1:{free_port()}"
+    doc = app_config(clusters, topic_name("unreach-app"), topic_name("map"), [group_name("g")])
+    doc[cluster]["kafka"]["common"]["bootstrap.servers"] = dead
+    doc[cluster]["connectTimeout"] = "3 seconds"
+    started = time.monotonic()
+    result = cli_once(tmp_path, doc)
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    errors = [ln for ln in result.stderr.splitlines() if ln.startswith("error: ")]
+    assert len(errors) == 1 and f"{cluster} cluster unreachable at {dead}" in errors[0], errors
+    assert time.monotonic() - started < 30

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from tests.integration.conftest import (
@@ -112,8 +112,6 @@ def _commit_random_positions(
 
 
 def _target_commits(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
-    from confluent_kafka import ConsumerGroupTopicPartitions
-
     admin = AdminClient({"bootstrap.servers": bootstrap})
     result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
     return {

@@ -9,7 +9,8 @@ Spark nor the rest of k2k, so such tools can import it alone.
 
 * :mod:`k2k.formats.codec`: canonical JSON and the bad-record policy;
 * :mod:`k2k.formats.progress`: progress records of the commit topic;
-* :mod:`k2k.formats.assignment`: member, owner and release records of the assignment topic.
+* :mod:`k2k.formats.assignment`: member, owner and release records of the assignment topic;
+* :mod:`k2k.formats.offset_mapping`: offset-mapping records (one per replicated run).
 
 Example:
 
@@ -31,15 +32,18 @@ from k2k.formats.assignment import (
     read_assignment,
 )
 from k2k.formats.codec import dumps_canonical, unreadable
+from k2k.formats.offset_mapping import OffsetMappingRecord, RunEncoder
 from k2k.formats.progress import ProgressKey, ProgressRecord
 
 __all__ = [
     "AssignmentRecord",
     "MemberRecord",
+    "OffsetMappingRecord",
     "OwnerRecord",
     "ProgressKey",
     "ProgressRecord",
     "ReleaseRecord",
+    "RunEncoder",
     "decode_assignment",
     "dumps_canonical",
     "read_assignment",

@@ -28,7 +28,6 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from k2k.coordination.topics import ensure_control_topic
 from k2k.errors import ClusterError, OffsetMappingError
 from k2k.kafka.admin import ClusterView
-from k2k.kafka.factory import build_admin
 from k2k.kafka.groups import (
     Committed,
     alter_offsets,
@@ -101,7 +100,7 @@ class OffsetMappingApp:
         self.timeout_s = max(
             cfg.source.connect_timeout.total_seconds(), cfg.target.connect_timeout.total_seconds()
         )
-        self.source = build_admin(cfg.source_client("admin"))
+        self.source = ClusterView("source", cfg.source_client("admin"), self.timeout_s)
         self.target = ClusterView("target", cfg.target_client("admin"), self.timeout_s)
         self._stop = threading.Event()
         self._warned: set[tuple[str, str, TP]] = set()
@@ -156,6 +155,7 @@ class OffsetMappingApp:
 
     def _prepare(self) -> None:
         cfg = self.cfg
+        self.source.topics()  # reachability first: a bounded failure naming the cluster
         settings = cfg.topic_creation.control.offset_mapping()
         ensure_control_topic(
             self.target,
@@ -180,9 +180,9 @@ class OffsetMappingApp:
         started = time.monotonic()
         report = PassReport()
         selected = [
-            g for g in list_groups(self.source, self.timeout_s) if self.cfg.groups.selects(g)
+            g for g in list_groups(self.source.admin, self.timeout_s) if self.cfg.groups.selects(g)
         ]
-        sources, errors = committed_offsets(self.source, selected, self.timeout_s)
+        sources, errors = committed_offsets(self.source.admin, selected, self.timeout_s)
         report.failures += [str(e) for e in errors]
         self.store.catch_up()
         plans = {g: self._plan(g, offsets, report) for g, offsets in sources.items()}
