@@ -155,11 +155,13 @@ def fatal_cause(
 
     Once a producer is fatal, ``produce`` fails with the bare ``_FATAL`` code; the cause
     (e.g. ``_FENCED``: a newer owner took the transactional id over) is raised once, by a
-    later ``poll`` of that producer. librdkafka marks the client fatal *before* it queues
-    that event (it logs the error in between), so a ``produce`` can see ``_FATAL`` while
-    the cause is not there yet: the producers are polled until it arrives, for at most
-    ``wait_s``. A caller that does not know which of its producers failed passes them all;
-    if the cause was already taken, ``err`` is returned as it is once ``wait_s`` is over.
+    later ``poll`` of that producer, and a callback run by the same call can swallow it
+    (the call then fails with a SystemError and no cause). A fatal *transactional* producer
+    also answers every transactional call with its cause, however often asked: that is
+    the second source. librdkafka marks the client fatal *before* it queues the raised
+    cause, so the producers are asked until one answers, for at most ``wait_s``. A caller
+    that does not know which of its producers failed passes them all; with no answer,
+    ``err`` is returned as it is once ``wait_s`` is over.
     """
     candidates = list(producers)
     if err.code() != KafkaError._FATAL or not candidates:
@@ -167,14 +169,32 @@ def fatal_cause(
     deadline = time.monotonic() + wait_s
     while True:
         for producer in candidates:
-            try:
-                producer.poll(_FATAL_CAUSE_POLL_S)
-            except (KafkaException, SystemError) as exc:
-                cause = kafka_error_of(exc)
-                if cause is not None:
-                    return cause
+            cause = _raised_cause(producer) or _transactional_cause(producer)
+            if cause is not None:
+                return cause
         if time.monotonic() >= deadline:
             return err
+
+
+def _raised_cause(producer: Producer) -> KafkaError | None:
+    try:
+        producer.poll(_FATAL_CAUSE_POLL_S)
+    except (KafkaException, SystemError) as exc:
+        return kafka_error_of(exc)
+    return None
+
+
+def _transactional_cause(producer: Producer) -> KafkaError | None:
+    """Ask with ``begin_transaction``: a fatal producer answers with its cause; a healthy
+    one begins a local transaction (no request; the caller abandons this producer's work
+    anyway) or refuses for its state; a non-transactional one is not configured for it."""
+    try:
+        producer.begin_transaction()
+    except KafkaException as exc:
+        cause = kafka_error_of(exc)
+        if cause is not None and cause.fatal() and cause.code() != KafkaError._FATAL:
+            return cause
+    return None
 
 
 _AUTH_FAILURES = frozenset(
