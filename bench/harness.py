@@ -29,7 +29,6 @@ import os
 import platform
 import random
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -53,9 +52,10 @@ from bench.k2k_bench import (
     K2KExactlyOnceMappings,
 )
 from bench.latency import WARMUP, PacedWriter
+from bench.lifecycle import Interrupted, install_handlers, stop_processes, stop_strays
 from bench.mm2 import MirrorMaker2AtLeastOnce, MirrorMaker2ExactlyOnce
 from bench.spark_sss import SparkStructuredStreaming
-from k2k.local import free_port, start_pair
+from k2k.local import ClusterPair, free_port, start_pair
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTITIONS = 8
@@ -449,23 +449,6 @@ class Monitor(threading.Thread):
         return out
 
 
-def stop_processes(procs: list[subprocess.Popen], grace_s: float = 60) -> bool:
-    """SIGTERM every process, SIGKILL what is left after ``grace_s``; True if all ended."""
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    clean = True
-    for p in procs:
-        try:
-            p.wait(max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-            clean = False
-    return clean
-
-
 def run_backlog(c: Contender, w: Backlog, env: Env, ends: dict[int, int], limit: float) -> Result:
     run = uuid.uuid4().hex[:6]
     ctx = Ctx(
@@ -524,7 +507,7 @@ def run_backlog(c: Contender, w: Backlog, env: Env, ends: dict[int, int], limit:
             res.note = "timed out"
     finally:
         monitor.sample()
-        stop_processes(ctx.procs)
+        stop_processes(ctx.procs, c.name)
         monitor.stop()
     res.cpu_s = monitor.cpu_s()
     res.steal_pct = steal_pct(clock)
@@ -616,7 +599,7 @@ def run_steady(c: Contender, s: Steady, env: Env) -> Result:
     finally:
         if probe is not None and probe.poll() is None:
             probe.kill()
-        stop_processes(ctx.procs)
+        stop_processes(ctx.procs, c.name)
         monitor.stop()
         res.wall = time.monotonic() - started
         res.peak_rss_mb = monitor.peak_rss / 2**20
@@ -760,6 +743,59 @@ class Env:
         return d
 
 
+def run_workloads(
+    args: argparse.Namespace, plan: Plan, chosen: list[Contender], env: Env, results: list[Result]
+) -> None:
+    """Warm up, then every backlog and steady run of ``plan``; each result is appended to
+    ``results`` (and printed) as soon as it is known."""
+    warm = Backlog("warmup", plan.warmup_records, 100)
+    ends = preload(env.source, warm.topic, warm.records, warm.value_size)
+    run_backlog(BareLoop(), warm, env, ends, args.timeout)  # unmeasured: JIT warm-up
+    warm_transactions(env.target, TXN_WARMUP_S)
+    for w in () if args.skip_backlog else plan.backlog:
+        ends = preload(env.source, w.topic, w.records, w.value_size)
+        for c in backlog_order(chosen, args.rounds):
+            r = run_backlog(c, w, env, ends, args.timeout)
+            results.append(r)
+            print(
+                f"  {r.contender:32} {w.name:8} {r.rate:>10,.0f} records/s "
+                f"{r.mbps:7.1f} MB/s  steal {_pct(r.steal_pct):>3} %  {_verdict(r, 'complete')}",
+                flush=True,
+            )
+    steady = () if args.skip_steady else plan.steady
+    if steady and any(c.steady_capable for c in chosen):
+        warm_brokers_for_steady(env, steady[0], plan.steady_warmup_s)
+    for s in steady:
+        for c in chosen:
+            if not c.steady_capable:
+                continue
+            r = run_steady(c, s, env)
+            results.append(r)
+            print(
+                f"  {r.contender:32} {s.name:8} p50 {_ms(r.p50_ms):>6} ms  "
+                f"p99 {_ms(r.p99_ms):>6} ms  brokers' JIT {_jit(r):>5} CPU s  "
+                f"steal {_pct(r.steal_pct):>3} %  {_verdict(r, 'complete')}",
+                flush=True,
+            )
+
+
+def stop_brokers(pair: ClusterPair | None, tmp: Path, *, keep_data: bool, say: bool) -> None:
+    """Stop the embedded pair (if this run started one) and delete its data unless
+    ``keep_data``; ``say``: print what was stopped (a run that did not end normally)."""
+    if pair is None:
+        return
+    described = [f"the {c.name} broker (pid {c.pid}, port {c.port})" for c in pair if c.pid]
+    pair.stop()
+    if say and described:
+        print(f"  stopped {' and '.join(described)}", flush=True)
+    if not keep_data:
+        # A full run leaves over 10 GB of topic data: left behind, a few runs fill the disk,
+        # and brokers started later (the test suite's) fail on it.
+        shutil.rmtree(tmp / "clusters", ignore_errors=True)
+        if say:
+            print(f"  deleted the brokers' data in {tmp / 'clusters'}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -816,61 +852,42 @@ def main() -> None:
         f"scratch: {tmp} (contender logs; latency.jsonl: per-second latency maxima; the "
         "brokers' data is deleted at the end unless --keep-data)"
     )
-    if args.clusters:
-        pair = None
-        env = Env(*args.clusters.split(",", 1), tmp)
-    else:
-        # Full JIT for the brokers (the test default stops at C1 for faster start-up), 1 GiB
-        # heaps: production-like brokers, not test ones.
-        pair = start_pair(tmp / "clusters", free_port(), free_port(), heap="1g", jvm_options=())
-        pids = tuple(pid for pid in (pair.source.pid, pair.target.pid) if pid is not None)
-        env = Env(pair.source.bootstrap, pair.target.bootstrap, tmp, pids)
-        # After the brokers started: their threads keep niceness 0, every process started
-        # from here on (contenders, Spark, MirrorMaker 2) inherits this one's.
-        os.nice(args.client_nice)
-        print(f"clients run at niceness {args.client_nice}, the brokers at 0")
+    install_handlers()
+    pair = None
     results: list[Result] = []
+    ended = False
     try:
-        warm = Backlog("warmup", plan.warmup_records, 100)
-        ends = preload(env.source, warm.topic, warm.records, warm.value_size)
-        run_backlog(BareLoop(), warm, env, ends, args.timeout)  # unmeasured: JIT warm-up
-        warm_transactions(env.target, TXN_WARMUP_S)
-        for w in () if args.skip_backlog else plan.backlog:
-            ends = preload(env.source, w.topic, w.records, w.value_size)
-            for c in backlog_order(chosen, args.rounds):
-                r = run_backlog(c, w, env, ends, args.timeout)
-                results.append(r)
-                print(
-                    f"  {r.contender:32} {w.name:8} {r.rate:>10,.0f} records/s "
-                    f"{r.mbps:7.1f} MB/s  steal {_pct(r.steal_pct):>3} %  {_verdict(r, 'complete')}",
-                    flush=True,
-                )
-        steady = () if args.skip_steady else plan.steady
-        if steady and any(c.steady_capable for c in chosen):
-            warm_brokers_for_steady(env, steady[0], plan.steady_warmup_s)
-        for s in steady:
-            for c in chosen:
-                if not c.steady_capable:
-                    continue
-                r = run_steady(c, s, env)
-                results.append(r)
-                print(
-                    f"  {r.contender:32} {s.name:8} p50 {_ms(r.p50_ms):>6} ms  "
-                    f"p99 {_ms(r.p99_ms):>6} ms  brokers' JIT {_jit(r):>5} CPU s  "
-                    f"steal {_pct(r.steal_pct):>3} %  {_verdict(r, 'complete')}",
-                    flush=True,
-                )
+        if args.clusters:
+            env = Env(*args.clusters.split(",", 1), tmp)
+        else:
+            # Full JIT for the brokers (the test default stops at C1 for faster start-up),
+            # 1 GiB heaps: production-like brokers, not test ones. Owned by this process: a
+            # run killed outright takes them with it.
+            pair = start_pair(
+                tmp / "clusters",
+                free_port(),
+                free_port(),
+                heap="1g",
+                jvm_options=(),
+                owner_pid=os.getpid(),
+            )
+            pids = tuple(pid for pid in (pair.source.pid, pair.target.pid) if pid is not None)
+            env = Env(pair.source.bootstrap, pair.target.bootstrap, tmp, pids)
+            # After the brokers started: their threads keep niceness 0, every process
+            # started from here on (contenders, Spark, MirrorMaker 2) inherits this one's.
+            os.nice(args.client_nice)
+            print(f"clients run at niceness {args.client_nice}, the brokers at 0")
+        run_workloads(args, plan, chosen, env, results)
+        ended = True
     finally:
         for readers in (_readers, _tail_readers):  # before the brokers go: no reconnect noise
             for reader in readers.values():
                 reader.close()
             readers.clear()
-        if pair is not None:
-            pair.stop()
-            if not args.keep_data:
-                # A full run leaves over 10 GB of topic data: left behind, a few runs fill
-                # the disk, and brokers started later (the test suite's) fail on it.
-                shutil.rmtree(tmp / "clusters", ignore_errors=True)
+        stop_brokers(pair, tmp, keep_data=args.keep_data, say=not ended)
+        if not ended:
+            for what in stop_strays():
+                print(f"  stopped {what}", flush=True)
     print()
     print(table(results))
     print()
@@ -879,4 +896,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except Interrupted as stopped:
+        sys.exit(128 + stopped.signum)  # what a shell reports for a process a signal ended
