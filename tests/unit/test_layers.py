@@ -22,6 +22,8 @@ ALLOWED = {
     "coordination": {"errors", "formats", "kafka"},
     "observability": {"errors", "kafka", "coordination"},
     "offsetmapping": {"errors", "formats", "kafka", "coordination"},
+    "controltopics": {"config", "kafka", "coordination"},
+    "admin": {"errors", "formats", "stages", "config", "kafka", "coordination", "controltopics"},
 }
 
 

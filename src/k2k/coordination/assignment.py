@@ -172,7 +172,13 @@ class AssignmentView:
     def alive(self) -> dict[str, MemberRecord]:
         """Members whose newest record says ``alive`` and is within ``graceWindow`` of our
         own newest heartbeat (this member counts alive while its own record says so)."""
-        since = self.now_ms - self.grace_ms
+        return self.alive_at(self.now_ms)
+
+    def alive_at(self, now_ms: int) -> dict[str, MemberRecord]:
+        """:meth:`alive` against ``now_ms`` instead of our own newest heartbeat: the same
+        rule for an observer that writes no heartbeat (``k2k status``) and brings its own
+        "now" on the topic's clock."""
+        since = now_ms - self.grace_ms
         return {
             name: rec
             for name, (rec, ts) in self.members.items()

@@ -28,11 +28,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from k2k.config import PipelineConfig
+from k2k.controltopics import ensure_control_topics
 from k2k.coordination.assignment import StandDown, default_member_name
 from k2k.coordination.progress import ProgressStore
-from k2k.coordination.topics import ensure_control_topic
 from k2k.errors import ReplicationError
-from k2k.kafka.admin import ClusterView
 from k2k.observability.stats import LiveStats, PipelineStats
 from k2k.pipeline.channel import LeaseControl
 from k2k.pipeline.discovery import Discovery
@@ -150,7 +149,7 @@ class Planner:
         cfg = self.cfg
         commit = cfg.coordination.commit
         self.discovery.source.topics()  # reachability first: a bounded, named failure
-        commit_partitions, assignment_partitions, mapping_partitions = _ensure_control_topics(
+        commit_partitions, assignment_partitions, mapping_partitions = ensure_control_topics(
             cfg, self.discovery.target
         )
         self.membership = Membership(cfg, self.member, self.standby, assignment_partitions)
@@ -262,39 +261,3 @@ class Planner:
             return max(0, end - r.start)
 
         return plan_groups(ranges, slots, weight)
-
-
-def _ensure_control_topics(cfg: PipelineConfig, target: ClusterView) -> tuple[int, int, int]:
-    """Create or check the commit, assignment and (with ``features.offsetMapping``) mapping
-    topics; returns their partition counts (0 for a mapping topic not used)."""
-    creation = cfg.topic_creation.control
-
-    def control_topic(
-        name: str, key_path: str, extra: dict[str, str] | None = None, mappings: bool = False
-    ) -> int:
-        settings = creation.offset_mapping() if mappings else creation.coordination()
-        return ensure_control_topic(
-            target,
-            name,
-            key_path,
-            auto_create=cfg.features.auto_create_control_topics,
-            validate=cfg.features.validate_control_topic_settings,
-            partitions=settings.partitions,
-            replication_factor=settings.replication_factor,
-            configs={**settings.configs, **(extra or {})},
-            policy="delete" if mappings else "compact",
-        )
-
-    commit_partitions = control_topic(cfg.coordination.commit.topic, "coordination.commit.topic")
-    # One clock for liveness: the broker's (see k2k.coordination.assignment).
-    assignment_partitions = control_topic(
-        cfg.coordination.assignment.topic,
-        "coordination.assignment.topic",
-        {"message.timestamp.type": "LogAppendTime"},
-    )
-    mapping_partitions = 0
-    if cfg.features.offset_mapping:
-        mapping_partitions = control_topic(
-            cfg.offset_mapping.topic, "offsetMapping.topic", mappings=True
-        )
-    return commit_partitions, assignment_partitions, mapping_partitions

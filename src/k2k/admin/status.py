@@ -1,0 +1,237 @@
+"""``k2k status``: who is in the pipeline's commit group, who owns which partition, how far
+each partition is committed and how far behind it is.
+
+Runs on: the operator's machine, whether or not the pipeline runs; reads through
+:class:`~k2k.admin.reader.PipelineReader`, so it writes nothing to either cluster. The
+field meanings of :meth:`PipelineStatus.to_json` are documented in docs/operations.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from k2k.admin.reader import (
+    TP,
+    AssignmentState,
+    MemberState,
+    PipelineReader,
+    now_ms,
+    start_offset_kind,
+)
+from k2k.admin.table import ago, table
+from k2k.config import PipelineConfig
+from k2k.formats import ProgressRecord
+
+__all__ = ["PartitionStatus", "PipelineStatus", "read_status"]
+
+
+@dataclass(frozen=True, slots=True)
+class Lag:
+    """How far one partition is behind: where replication continues, the source's end and
+    earliest offsets, and the distance (None where the partition is not on the source)."""
+
+    position: int | None
+    earliest: int | None
+    end: int | None
+    records: int | None
+    seconds: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStatus:
+    """One source partition: its newest claim, its committed progress and its lag."""
+
+    topic: str
+    partition: int
+    selected: bool
+    owner: Mapping[str, Any] | None
+    progress: ProgressRecord | None
+    lag: Lag
+
+    def to_json(self) -> dict[str, Any]:
+        rec, lag = self.progress, self.lag
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "selected": self.selected,
+            "owner": dict(self.owner) if self.owner else None,
+            "committed": rec.offset if rec else None,
+            "committedAt": rec.committed_at_ms if rec else None,
+            "committedBy": (rec.owner or None) if rec else None,
+            "position": lag.position,
+            "earliest": lag.earliest,
+            "end": lag.end,
+            "recordsBehind": lag.records,
+            "lagSeconds": lag.seconds,
+        }
+
+
+@dataclass(frozen=True)
+class PipelineStatus:
+    """Everything ``k2k status`` shows, at ``observed_at_ms`` on the observer's clock."""
+
+    pipeline: str
+    commit_group: str
+    exactly_once: bool
+    grace_ms: int
+    observed_at_ms: int
+    members: list[MemberState]
+    partitions: list[PartitionStatus]
+
+    def totals(self) -> dict[str, Any]:
+        lags = [p.lag.seconds for p in self.partitions if p.lag.seconds is not None]
+        return {
+            "partitions": len(self.partitions),
+            "recordsBehind": sum(p.lag.records or 0 for p in self.partitions),
+            "maxLagSeconds": max(lags, default=0.0),
+            "membersAlive": sum(1 for m in self.members if m.state == "alive"),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """One JSON document for scripts (fields: docs/operations.md#k2k-status)."""
+        return {
+            "pipeline": self.pipeline,
+            "commitGroup": self.commit_group,
+            "exactlyOnce": self.exactly_once,
+            "graceWindowMs": self.grace_ms,
+            "observedAt": self.observed_at_ms,
+            "members": [self._member_json(m) for m in self.members],
+            "partitions": [p.to_json() for p in self.partitions],
+            "totals": self.totals(),
+        }
+
+    def _member_json(self, m: MemberState) -> dict[str, Any]:
+        return {
+            "member": m.record.member,
+            "state": m.state,
+            "standby": m.record.standby,
+            "host": m.record.host,
+            "session": m.record.session,
+            "lastHeartbeat": m.timestamp_ms,
+            "ageSeconds": round(max(0, self.observed_at_ms - m.timestamp_ms) / 1000, 3),
+        }
+
+    def render(self) -> str:
+        """The compact human view: a header line, the members, the partitions, the totals."""
+        mode = "exactly-once" if self.exactly_once else "at-least-once"
+        lines = [
+            f"pipeline {self.pipeline} (commit group {self.commit_group}, {mode}, "
+            f"graceWindow {self.grace_ms / 1000:g} s)",
+            "",
+        ]
+        members = [
+            [
+                m.record.member,
+                m.state,
+                "yes" if m.record.standby else "no",
+                m.record.host,
+                ago(self.observed_at_ms - m.timestamp_ms),
+            ]
+            for m in self.members
+        ]
+        lines += table(["MEMBER", "STATE", "STANDBY", "HOST", "LAST HEARTBEAT"], members)
+        lines += ["", *table(_PARTITION_HEADERS, [_partition_row(p) for p in self.partitions])]
+        t = self.totals()
+        lines += [
+            "",
+            f"total: {t['partitions']} partitions, {t['recordsBehind']} records behind, "
+            f"max lag {t['maxLagSeconds']:.1f} s, {t['membersAlive']} members alive",
+        ]
+        return "\n".join(lines)
+
+
+_PARTITION_HEADERS = ["TOPIC", "PARTITION", "OWNER", "COMMITTED", "END", "BEHIND", "LAG"]
+
+
+def _partition_row(p: PartitionStatus) -> list[str]:
+    owner = "-"
+    if p.owner:
+        owner = str(p.owner["member"]) + (" (released)" if p.owner["released"] else "")
+    lag = p.lag
+    return [
+        p.topic if p.selected else f"{p.topic} (not selected)",
+        str(p.partition),
+        owner,
+        str(p.progress.offset) if p.progress else "-",
+        "-" if lag.end is None else str(lag.end),
+        "-" if lag.records is None else str(lag.records),
+        "-" if lag.seconds is None else f"{lag.seconds:.1f} s",
+    ]
+
+
+def read_status(cfg: PipelineConfig, clock: Callable[[], int] = now_ms) -> PipelineStatus:
+    """Read the pipeline's status now (``clock``: the observer's wall clock in ms)."""
+    reader = PipelineReader(cfg)
+    progress = reader.progress()
+    assignment = reader.assignment()
+    at_ms = assignment.observer_now(clock())
+    tps = reader.partitions(progress)
+    lags = _lags(reader, tps, progress, at_ms)
+    selected = reader.selected()
+    partitions = [
+        PartitionStatus(
+            t, p, t in selected, _owner(assignment, (t, p)), progress.get((t, p)), lags[(t, p)]
+        )
+        for t, p in tps
+    ]
+    return PipelineStatus(
+        cfg.name,
+        cfg.commit_group,
+        cfg.features.exactly_once,
+        assignment.view.grace_ms,
+        at_ms,
+        assignment.members(at_ms),
+        partitions,
+    )
+
+
+def _owner(assignment: AssignmentState, tp: TP) -> dict[str, Any] | None:
+    found = assignment.owner(tp)
+    if found is None:
+        return None
+    rec, released = found
+    return {
+        "member": rec.member,
+        "transactionalId": rec.transactional_id or None,
+        "claimedAt": rec.at_ms,
+        "released": released,
+    }
+
+
+def _lags(
+    reader: PipelineReader, tps: list[TP], progress: Mapping[TP, ProgressRecord], at_ms: int
+) -> dict[TP, Lag]:
+    """Each partition's lag: records between its position and the source's end, and the
+    age of the first readable record at or after the position."""
+    earliest = reader.offsets(tps, "earliest")
+    ends = reader.offsets(tps, "latest")
+    starts = earliest if start_offset_kind(reader.cfg) == "earliest" else ends
+    positions = {tp: progress[tp].offset if tp in progress else starts[tp] for tp in ends}
+    behind = {tp: pos for tp, pos in positions.items() if pos < ends[tp]}
+    firsts = reader.first_timestamps({tp: max(pos, earliest[tp]) for tp, pos in behind.items()})
+    out: dict[TP, Lag] = {}
+    for tp in tps:
+        if tp not in ends:
+            pos = progress[tp].offset if tp in progress else None
+            out[tp] = Lag(pos, None, None, None, None)
+            continue
+        records, seconds = _distance(positions[tp], ends[tp], firsts, tp, at_ms)
+        out[tp] = Lag(positions[tp], earliest[tp], ends[tp], records, seconds)
+    return out
+
+
+def _distance(
+    position: int, end: int, firsts: Mapping[TP, int | None], tp: TP, at_ms: int
+) -> tuple[int, float | None]:
+    """Records behind (an upper bound on transactional topics: markers and aborted records
+    occupy offsets too) and lag in seconds (None when the first record was not read)."""
+    if position >= end:
+        return 0, 0.0
+    if tp not in firsts:
+        return end - position, None
+    first = firsts[tp]
+    if first is None:
+        return 0, 0.0  # only markers or aborted records left: nothing to replicate
+    return end - position, round(max(0, at_ms - first) / 1000, 3)

@@ -1,0 +1,61 @@
+"""The pipeline's control topics on the target: created or checked before anything uses them.
+
+Runs on: driver. One place for what ``k2k start`` and the position commands (``k2k offsets``)
+both need: the commit topic, the assignment topic (on the broker's clock: liveness compares
+its record timestamps only) and, with ``features.offsetMapping``, the mapping topic.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from k2k.config import PipelineConfig
+from k2k.coordination.topics import ensure_control_topic
+from k2k.kafka.admin import ClusterView
+
+__all__ = ["ControlTopics", "ensure_control_topics"]
+
+
+class ControlTopics(NamedTuple):
+    """Partition counts of the control topics (``mappings`` is 0 when not used)."""
+
+    commit: int
+    assignment: int
+    mappings: int
+
+
+def ensure_control_topics(
+    cfg: PipelineConfig, target: ClusterView, *, mappings: bool = True
+) -> ControlTopics:
+    """Create or check the commit and assignment topics and, when ``mappings`` and
+    ``features.offsetMapping``, the mapping topic; returns their partition counts."""
+    creation = cfg.topic_creation.control
+
+    def control_topic(
+        name: str, key_path: str, extra: dict[str, str] | None = None, mapping: bool = False
+    ) -> int:
+        settings = creation.offset_mapping() if mapping else creation.coordination()
+        return ensure_control_topic(
+            target,
+            name,
+            key_path,
+            auto_create=cfg.features.auto_create_control_topics,
+            validate=cfg.features.validate_control_topic_settings,
+            partitions=settings.partitions,
+            replication_factor=settings.replication_factor,
+            configs={**settings.configs, **(extra or {})},
+            policy="delete" if mapping else "compact",
+        )
+
+    commit = control_topic(cfg.coordination.commit.topic, "coordination.commit.topic")
+    assignment = control_topic(
+        cfg.coordination.assignment.topic,
+        "coordination.assignment.topic",
+        {"message.timestamp.type": "LogAppendTime"},
+    )
+    mapping_partitions = 0
+    if mappings and cfg.features.offset_mapping:
+        mapping_partitions = control_topic(
+            cfg.offset_mapping.topic, "offsetMapping.topic", mapping=True
+        )
+    return ControlTopics(commit, assignment, mapping_partitions)
