@@ -1,8 +1,10 @@
-"""The pipeline's control topics on the target: created or checked before anything uses them.
+"""The pipeline's control topics on the target: created or checked before anything uses them,
+and the assignment client built from the pipeline's settings.
 
 Runs on: driver. One place for what ``k2k start`` and the position commands (``k2k offsets``)
 both need: the commit topic, the assignment topic (on the broker's clock: liveness compares
-its record timestamps only) and, with ``features.offsetMapping``, the mapping topic.
+its record timestamps only) and, with ``features.offsetMapping``, the mapping topic; and a
+member's :class:`~k2k.coordination.assignment.Assignment`.
 """
 
 from __future__ import annotations
@@ -10,10 +12,12 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from k2k.config import PipelineConfig
+from k2k.coordination.assignment import Assignment
 from k2k.coordination.topics import ensure_control_topic
 from k2k.kafka.admin import ClusterView
+from k2k.kafka.factory import producer_settings
 
-__all__ = ["ControlTopics", "ensure_control_topics"]
+__all__ = ["ControlTopics", "assignment_member", "ensure_control_topics"]
 
 
 class ControlTopics(NamedTuple):
@@ -59,3 +63,24 @@ def ensure_control_topics(
             cfg.offset_mapping.topic, "offsetMapping.topic", mapping=True
         )
     return ControlTopics(commit, assignment, mapping_partitions)
+
+
+def assignment_member(
+    cfg: PipelineConfig, member: str, *, standby: bool, partitions: int
+) -> Assignment:
+    """Member ``member`` of the pipeline's commit group in its assignment topic (of
+    ``partitions`` partitions); heartbeats start with its first ``catch_up``."""
+    commit, assign = cfg.coordination.commit, cfg.coordination.assignment
+    return Assignment(
+        producer_conf=producer_settings(cfg.target_client("producer"), False, exactly_once=True),
+        consumer_conf=cfg.target_client("consumer"),
+        topic=assign.topic,
+        partitions=partitions,
+        group=cfg.commit_group,
+        member=member,
+        standby=standby,
+        grace_s=assign.grace_window.total_seconds(),
+        fencing_parallelism=assign.fencing_max_parallelism,
+        sync_timeout_s=commit.sync_timeout.total_seconds(),
+        on_bad_record=cfg.error_handling.on_control_message_deserialization_error,
+    )

@@ -35,8 +35,8 @@ from confluent_kafka import KafkaError, KafkaException, Message
 from k2k.admin.reader import TP, PipelineReader, now_ms
 from k2k.admin.table import iso, table
 from k2k.config import PipelineConfig
-from k2k.controltopics import ensure_control_topics
-from k2k.coordination.assignment import Assignment, producer_ids, transactional_id
+from k2k.controltopics import assignment_member, ensure_control_topics
+from k2k.coordination.assignment import producer_ids, transactional_id
 from k2k.coordination.claims import lost_claims
 from k2k.errors import ClusterError, ConfigError, K2KError
 from k2k.formats import MemberRecord, ProgressRecord
@@ -311,7 +311,9 @@ def apply_plan(cfg: PipelineConfig, plan: OffsetPlan, *, force: bool) -> list[Ch
     if not moving:
         return []
     commit_partitions, assignment_partitions = _control_topics(cfg)
-    assignment = _join(cfg, assignment_partitions)
+    assignment = assignment_member(
+        cfg, ADMIN_MEMBER, standby=True, partitions=assignment_partitions
+    )
     claims: dict[TP, str] = {}
     try:
         assignment.catch_up()
@@ -343,25 +345,6 @@ def _control_topics(cfg: PipelineConfig) -> tuple[int, int]:
     )
     topics = ensure_control_topics(cfg, target, mappings=False)
     return topics.commit, topics.assignment
-
-
-def _join(cfg: PipelineConfig, partitions: int) -> Assignment:
-    """This tool as a standby member of the commit group (its heartbeats start with the
-    first ``catch_up``)."""
-    commit, assign = cfg.coordination.commit, cfg.coordination.assignment
-    return Assignment(
-        producer_conf=producer_settings(cfg.target_client("producer"), False, exactly_once=True),
-        consumer_conf=cfg.target_client("consumer"),
-        topic=assign.topic,
-        partitions=partitions,
-        group=cfg.commit_group,
-        member=ADMIN_MEMBER,
-        standby=True,
-        grace_s=assign.grace_window.total_seconds(),
-        fencing_parallelism=assign.fencing_max_parallelism,
-        sync_timeout_s=commit.sync_timeout.total_seconds(),
-        on_bad_record=cfg.error_handling.on_control_message_deserialization_error,
-    )
 
 
 class _ProgressWriter:

@@ -26,9 +26,9 @@ from collections.abc import Callable, Iterable
 from confluent_kafka import KafkaException
 
 from k2k.config import PipelineConfig
-from k2k.coordination.assignment import Assignment, transactional_id
+from k2k.controltopics import assignment_member
+from k2k.coordination.assignment import transactional_id
 from k2k.errors import K2KError
-from k2k.kafka.factory import producer_settings
 from k2k.pipeline.plan import RunnerGroup, RunnerSummary
 
 __all__ = ["Membership"]
@@ -51,21 +51,8 @@ class Membership:
         self.standby = standby
         #: Set when a newer session of this member name took over: leave nothing behind.
         self.stood_down = False
-        commit, assign = cfg.coordination.commit, cfg.coordination.assignment
-        self.assignment = Assignment(
-            producer_conf=producer_settings(
-                cfg.target_client("producer"), False, exactly_once=True
-            ),
-            consumer_conf=cfg.target_client("consumer"),
-            topic=assign.topic,
-            partitions=assignment_partitions,
-            group=cfg.commit_group,
-            member=member,
-            standby=standby,
-            grace_s=assign.grace_window.total_seconds(),
-            fencing_parallelism=assign.fencing_max_parallelism,
-            sync_timeout_s=commit.sync_timeout.total_seconds(),
-            on_bad_record=cfg.error_handling.on_control_message_deserialization_error,
+        self.assignment = assignment_member(
+            cfg, member, standby=standby, partitions=assignment_partitions
         )
 
     def join(self) -> None:
