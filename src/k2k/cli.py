@@ -95,6 +95,7 @@ def start(
     (uncommitted work is replayed on the next start; with exactly-once it is aborted, so
     nothing is duplicated). Several processes of one pipeline share its partitions.
     """
+    from k2k.admin.offsets import ADMIN_MEMBER
     from k2k.config import load_pipeline
     from k2k.observability.display import final_summary, make_display
     from k2k.pipeline.planner import Planner
@@ -122,6 +123,11 @@ def start(
         raise click.BadParameter(
             f"{instance!r} is not usable in transactional ids; expected letters, digits, "
             "'.', '_' and '-' (at most 100)",
+            param_hint="'--instance'",
+        )
+    if instance == ADMIN_MEMBER:
+        raise click.BadParameter(
+            f"{instance!r} is reserved for k2k offsets; expected another name",
             param_hint="'--instance'",
         )
     planner = Planner(

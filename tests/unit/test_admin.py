@@ -126,6 +126,15 @@ def test_unreadable_timestamp_is_bad_input():
         parse_timestamp("yesterday")
 
 
+@pytest.mark.parametrize(
+    ("text", "why"), [("1969-12-31T23:59:59Z", "before 1970"), (str(2**63), "too large")]
+)
+def test_timestamps_kafka_cannot_look_up_are_bad_input(text, why):
+    """Negative times are Kafka's LATEST/EARLIEST markers; past 2**63 the lookup overflows."""
+    with pytest.raises(ConfigError, match=f"--to-timestamp '{text}': {why}; expected"):
+        parse_timestamp(text)
+
+
 def test_table_aligns_columns_and_says_none():
     assert table(["A", "B"], []) == ["A  B", "(none)"]
     assert table(["TOPIC", "P"], [["orders", "10"], ["x", "2"]]) == [

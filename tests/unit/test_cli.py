@@ -260,3 +260,14 @@ def test_instance_name_unusable_in_transactional_ids_is_refused_before_connectin
     assert len(errors) == 1, result.stderr
     assert "'--instance'" in errors[0] and "'host a/1'" in errors[0], errors[0]
     assert "letters, digits" in errors[0], errors[0]
+
+
+def test_instance_name_of_the_offsets_tool_is_reserved(tmp_path):
+    """k2k offsets claims as member k2k-offsets: a pipeline instance of that name would be
+    fenced by it, and never refused as a live member."""
+    result = run(
+        "start", "--instance", "k2k-offsets", "-f", str(with_changes(tmp_path, lambda d: None))
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    errors = [ln for ln in result.stderr.splitlines() if ln.startswith("Error: ")]
+    assert len(errors) == 1 and "reserved for k2k offsets" in errors[0], result.stderr

@@ -193,17 +193,25 @@ def parse_timestamp(text: str) -> int:
     (1700000000000, 1700000000000)
     """
     if text.isdigit():
-        return int(text)
-    try:
-        when = datetime.fromisoformat(text)
-    except ValueError:
+        ms = int(text)
+    else:
+        try:
+            when = datetime.fromisoformat(text)
+        except ValueError:
+            raise OffsetInputError(
+                f"--to-timestamp {text!r}: expected milliseconds since the epoch or an ISO "
+                "8601 time such as 2024-05-01T12:00:00Z"
+            ) from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        ms = int(when.timestamp() * 1000)
+    # Negative values are Kafka's LATEST/EARLIEST markers, not times.
+    if not 0 <= ms < 2**63:
         raise OffsetInputError(
-            f"--to-timestamp {text!r}: expected milliseconds since the epoch or an ISO 8601 "
-            "time such as 2024-05-01T12:00:00Z"
-        ) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return int(when.timestamp() * 1000)
+            f"--to-timestamp {text!r}: {'before 1970' if ms < 0 else 'too large'}; expected "
+            "a time from 1970-01-01T00:00:00Z on"
+        )
+    return ms
 
 
 def plan_move(

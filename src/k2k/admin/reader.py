@@ -176,7 +176,8 @@ class PipelineReader:
             topic,
             cfg.commit_group,
             sync_timeout_s=self.sync_timeout_s,
-            on_sync_timeout=cfg.error_handling.on_commit_sync_timeout,
+            # Never a partial view: plans and lag computed from it would be wrong.
+            on_sync_timeout="fail",
             on_bad_record=cfg.error_handling.on_control_message_deserialization_error,
         )
         try:
