@@ -22,7 +22,6 @@ import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import OffsetSpec
@@ -36,7 +35,6 @@ from k2k.kafka.admin import ClusterView, TopicInfo
 from k2k.kafka.factory import build_consumer
 from k2k.kafka.faults import cluster_error
 from k2k.kafka.tail import SyncTimeout, TopicTail
-from k2k.stages import TopicSelection
 
 __all__ = [
     "TP",
@@ -44,7 +42,6 @@ __all__ = [
     "MemberState",
     "PipelineReader",
     "now_ms",
-    "start_offset_kind",
 ]
 
 log = logging.getLogger("k2k.admin")
@@ -57,13 +54,6 @@ _OBSERVER = ""
 def now_ms() -> int:
     """The wall clock in milliseconds (the observer's clock, see the module docstring)."""
     return int(time.time() * 1000)
-
-
-def start_offset_kind(cfg: PipelineConfig) -> Literal["earliest", "latest"]:
-    """Where a partition without progress starts: the source consumer's
-    ``auto.offset.reset``, earliest unless it says latest (the planner's rule)."""
-    reset = cfg.source_client("consumer").get("auto.offset.reset", "earliest")
-    return "latest" if reset in ("latest", "largest", "end") else "earliest"
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,10 +131,7 @@ class PipelineReader:
         """The source topics the pipeline replicates now: selected and routed (the
         planner's discovery rule; listed topics that do not exist are simply absent)."""
         cfg = self.cfg
-        selection = TopicSelection(
-            cfg.replication.source.topic,
-            excluded=[cfg.coordination.commit.topic, cfg.coordination.assignment.topic],
-        )
+        selection = cfg.topic_selection()
         router = cfg.replication.sink.topic
         return {
             name: info

@@ -18,7 +18,6 @@ from k2k.admin.reader import (
     MemberState,
     PipelineReader,
     now_ms,
-    start_offset_kind,
 )
 from k2k.admin.table import ago, table
 from k2k.config import PipelineConfig
@@ -207,7 +206,7 @@ def _lags(
     age of the first readable record at or after the position."""
     earliest = reader.offsets(tps, "earliest")
     ends = reader.offsets(tps, "latest")
-    starts = earliest if start_offset_kind(reader.cfg) == "earliest" else ends
+    starts = earliest if reader.cfg.start_offset_kind() == "earliest" else ends
     positions = {tp: progress[tp].offset if tp in progress else starts[tp] for tp in ends}
     behind = {tp: pos for tp, pos in positions.items() if pos < ends[tp]}
     firsts = reader.first_timestamps({tp: max(pos, earliest[tp]) for tp, pos in behind.items()})

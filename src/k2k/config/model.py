@@ -54,6 +54,7 @@ from k2k.config.routing import (
 )
 from k2k.config.topics import TopicCreation
 from k2k.errors import ConfigError
+from k2k.stages.selection import TopicSelection
 
 __all__ = [
     "NAME_DOC",
@@ -890,6 +891,20 @@ class PipelineConfig(K2KModel):
     def commit_group(self) -> str:
         """The group progress is recorded under: ``coordination.commit.group`` or the name."""
         return self.coordination.commit.group or self.name
+
+    def topic_selection(self) -> TopicSelection:
+        """The source topics this pipeline replicates: the selection, never its own control
+        topics."""
+        return TopicSelection(
+            self.replication.source.topic,
+            excluded=[self.coordination.commit.topic, self.coordination.assignment.topic],
+        )
+
+    def start_offset_kind(self) -> Literal["earliest", "latest"]:
+        """Where a partition without progress starts: the source consumer's
+        ``auto.offset.reset``, earliest unless it says latest."""
+        reset = self.source_client("consumer").get("auto.offset.reset", "earliest")
+        return "latest" if reset in ("latest", "largest", "end") else "earliest"
 
     def source_client(self, role: str) -> dict[str, str]:
         """librdkafka properties for a source client; ``role`` is ``consumer`` or ``admin``."""

@@ -21,7 +21,7 @@ from k2k.config import PipelineConfig
 from k2k.errors import K2KError, TopicError
 from k2k.kafka.admin import ClusterView, TopicInfo
 from k2k.pipeline.positions import StartPositions
-from k2k.stages import TopicPlan, TopicRouter, TopicSelection, compile_topic_plans
+from k2k.stages import TopicPlan, TopicRouter, compile_topic_plans
 
 __all__ = ["Discovery"]
 
@@ -41,10 +41,7 @@ class Discovery:
     def __init__(self, cfg: PipelineConfig) -> None:
         self.cfg = cfg
         self.router: TopicRouter = cfg.replication.sink.topic
-        self.selection = TopicSelection(
-            cfg.replication.source.topic,
-            excluded=[cfg.coordination.commit.topic, cfg.coordination.assignment.topic],
-        )
+        self.selection = cfg.topic_selection()
         self.source = ClusterView(
             "source", cfg.source_client("admin"), cfg.source.connect_timeout.total_seconds()
         )
@@ -201,6 +198,4 @@ class Discovery:
             (t, p) for t, info in selected.items() for p in range(info.partitions)
         )
         if missing:
-            reset = self.cfg.source_client("consumer").get("auto.offset.reset", "earliest")
-            which = "latest" if reset in ("latest", "largest", "end") else "earliest"
-            positions.add_initial(self.source.offsets(missing, which))
+            positions.add_initial(self.source.offsets(missing, self.cfg.start_offset_kind()))
