@@ -7,6 +7,7 @@ traceback, unless ``--debug`` asks for one.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -35,6 +36,16 @@ _FILES = click.option(
     required=True,
     type=click.Path(dir_okay=False),
     help="Pipeline YAML file (K2K layout). Repeat to deep-merge several files in order.",
+)
+
+
+_TELEMETRY = click.option(
+    "-t",
+    "--telemetry",
+    is_flag=True,
+    help="Export metrics through OpenTelemetry; exporters from OTEL_METRICS_EXPORTER "
+    "(prometheus, the default, on OTEL_EXPORTER_PROMETHEUS_HOST:PORT = 127.0.0.1:9464; otlp; "
+    "console; kafka; none). See docs/metrics.md.",
 )
 
 
@@ -79,6 +90,7 @@ def main() -> None:
     help="Take no partitions while another (non-standby) instance of the pipeline is alive; "
     "take them all over when none is (active/standby pairs).",
 )
+@_TELEMETRY
 @click.option("-v", "--verbose", is_flag=True, help="Log planner decisions (INFO level).")
 @one_line_errors
 def start(
@@ -86,6 +98,7 @@ def start(
     until_caught_up: bool,
     instance: str | None,
     standby: bool,
+    telemetry: bool,
     verbose: bool,
 ) -> None:
     """Run the replication pipeline described by the YAML file(s).
@@ -137,6 +150,7 @@ def start(
         after_spark_start=install_handlers,
         member=instance,
         standby=standby,
+        telemetry=telemetry,
     )
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     install_handlers()
@@ -323,9 +337,10 @@ def offset_mapping() -> None:
     help="Do one full pass (read mappings, translate, commit) and exit 0 (scripts, "
     "cut-overs, tests). Without it, pass every groups.pollInterval until SIGINT/SIGTERM.",
 )
+@_TELEMETRY
 @click.option("-v", "--verbose", is_flag=True, help="Log every pass (INFO level).")
 @one_line_errors
-def offset_mapping_start(files: Sequence[str], once: bool, verbose: bool) -> None:
+def offset_mapping_start(files: Sequence[str], once: bool, telemetry: bool, verbose: bool) -> None:
     """Keep the target's consumer groups at the translated positions of the source's.
 
     Reads the app's configuration (K2K's Offset Mapping layout); a replicator pipeline file
@@ -337,7 +352,13 @@ def offset_mapping_start(files: Sequence[str], once: bool, verbose: bool) -> Non
 
     _setup_logging(verbose)
     cfg = load_offset_mapping_app(list(files))
-    app = OffsetMappingApp(cfg)
+    metrics = None
+    if telemetry:
+        from k2k.coordination.assignment import default_member_name
+        from k2k.metrics.app import app_metrics
+
+        metrics = functools.partial(app_metrics, cfg, instance=default_member_name())
+    app = OffsetMappingApp(cfg, metrics)
 
     def on_signal(signum: int, _frame: object) -> None:
         app.request_stop()

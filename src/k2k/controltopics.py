@@ -12,12 +12,15 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from k2k.config import PipelineConfig
+from k2k.config.fields import check_topic_name
+from k2k.config.topics import TopicCreation
 from k2k.coordination.assignment import Assignment
 from k2k.coordination.topics import ensure_control_topic
+from k2k.errors import ConfigError
 from k2k.kafka.admin import ClusterView
 from k2k.kafka.factory import producer_settings
 
-__all__ = ["ControlTopics", "assignment_member", "ensure_control_topics"]
+__all__ = ["ControlTopics", "assignment_member", "ensure_control_topics", "ensure_metrics_topic"]
 
 
 class ControlTopics(NamedTuple):
@@ -84,3 +87,28 @@ def assignment_member(
         sync_timeout_s=commit.sync_timeout.total_seconds(),
         on_bad_record=cfg.error_handling.on_control_message_deserialization_error,
     )
+
+
+def ensure_metrics_topic(
+    name: str, creation: TopicCreation, *, validate: bool, target: ClusterView
+) -> str:
+    """Create or check the metrics topic of the ``kafka`` exporter (``metrics.kafka.topic``):
+    always created when missing, since the operator asked for this exporter; never
+    compacted. Returns its name."""
+    problem = check_topic_name(name)
+    if problem is not None:
+        raise ConfigError(f"metrics.kafka.topic: {problem}")
+    settings = creation.control.metrics()
+    ensure_control_topic(
+        target,
+        name,
+        "metrics.kafka.topic",
+        auto_create=True,
+        validate=validate,
+        partitions=settings.partitions,
+        replication_factor=settings.replication_factor,
+        configs=settings.configs,
+        policy="delete",
+        why="metrics must expire",
+    )
+    return name

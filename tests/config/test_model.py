@@ -225,9 +225,10 @@ def test_empty_sections_mean_defaults(build: Any) -> None:
     assert cfg.spark.master == "local[*]"
 
 
-def test_free_sections_are_kept(build: Any) -> None:
-    cfg = build({"metrics": {"kafka": {"topic": "__k2k-metrics"}}})
-    assert cfg.metrics == {"kafka": {"topic": "__k2k-metrics"}}
+def test_metrics_block_sets_the_topic_and_the_prefix(build: Any) -> None:
+    cfg = build({"metrics": {"kafka": {"topic": "ops.metrics"}, "prefix": {"replicator": "dr."}}})
+    assert (cfg.metrics.kafka.topic, cfg.metrics.prefix.replicator) == ("ops.metrics", "dr.")
+    assert build({}).metrics.prefix.replicator == "k2k."
 
 
 def test_config_is_frozen_and_picklable(build: Any) -> None:

@@ -22,7 +22,9 @@ ALLOWED = {
     "coordination": {"errors", "formats", "kafka"},
     "observability": {"errors", "kafka", "coordination"},
     "offsetmapping": {"errors", "formats", "kafka", "coordination"},
-    "controltopics": {"config", "kafka", "coordination"},
+    "controltopics": {"errors", "config", "kafka", "coordination"},
+    # Below the pipeline: runners feed it through the observer, the planner through stats.
+    "metrics": {"errors", "formats", "kafka", "config", "controltopics"},
     "admin": {"errors", "formats", "stages", "config", "kafka", "coordination", "controltopics"},
 }
 

@@ -44,6 +44,7 @@ from k2k.config.fields import (
 )
 from k2k.config.hints import FieldDoc
 from k2k.config.mapping import OffsetMappingSettings
+from k2k.config.metrics import PipelineMetrics
 from k2k.config.routing import (
     FORMS,
     ExplicitTopicMap,
@@ -797,7 +798,10 @@ class PipelineConfig(K2KModel):
     error_handling: ErrorHandling = Field(
         default_factory=ErrorHandling, description="Failure policies."
     )
-    metrics: FreeMapping = Field(default_factory=dict, description=_NOT_USED)
+    metrics: PipelineMetrics = Field(
+        default_factory=PipelineMetrics,
+        description="Metric name prefixes and the metrics topic (`-t/--telemetry`).",
+    )
     topic_creation: TopicCreation = Field(
         default_factory=TopicCreation, description="Topic creation on the target."
     )

@@ -26,9 +26,10 @@ from pydantic import AliasChoices, BaseModel, Field, field_validator, model_vali
 
 from k2k.config.base import K2KModel, Policy, license_field, one_spelling, raise_problems
 from k2k.config.errors import Problem, describe, problems_error
-from k2k.config.fields import Count, Duration, Flag, FreeMapping, TopicName
+from k2k.config.fields import Count, Duration, Flag, FreeMapping
 from k2k.config.hints import FieldDoc
 from k2k.config.mapping import OffsetMappingSettings
+from k2k.config.metrics import AppMetricPrefixes, AppMetrics, MetricsKafka
 from k2k.config.model import (
     NAME_DOC,
     NAME_PATTERN,
@@ -44,9 +45,9 @@ __all__ = [
     "AppConfiguration",
     "AppErrorHandling",
     "AppFeatures",
+    "AppMetricPrefixes",
     "AppMetrics",
     "Groups",
-    "MetricPrefixes",
     "MetricsKafka",
     "OffsetMappingAppConfig",
     "app_keys_only",
@@ -152,48 +153,6 @@ class Groups(K2KModel):
         if isinstance(self.consumer_groups, str):
             return re.fullmatch(self.consumer_groups, name) is not None
         return name in self.consumer_groups
-
-
-_METRICS_LATER = "Accepted; metrics export arrives with `k2k offset-mapping start -t`."
-
-
-class MetricPrefixes(K2KModel):
-    """Name prefixes of the app's metrics."""
-
-    target_consumer: str = Field(
-        "k2k.offsetmapping.consumer.control.",
-        description="Prefix of the target consumer's Kafka client metrics. " + _METRICS_LATER,
-    )
-    target_producer: str = Field(
-        "k2k.offsetmapping.producer.",
-        description="Prefix of the target producer's Kafka client metrics. " + _METRICS_LATER,
-    )
-    offset_mapping_app: str = Field(
-        "k2k.offsetmapping.",
-        description="Prefix of the app's own metrics (groups translated, commits, lag). "
-        + _METRICS_LATER,
-    )
-
-
-class MetricsKafka(K2KModel):
-    """The metrics topic on the target."""
-
-    topic: TopicName = Field(
-        "__k2k-metrics",
-        description="Topic on the target that metrics are written to; never compacted "
-        "(creation settings: `topicCreation.control.metrics`). " + _METRICS_LATER,
-    )
-
-
-class AppMetrics(K2KModel):
-    """Metric name prefixes and the metrics topic. Accepted now; metrics export arrives with
-    `k2k offset-mapping start -t`.
-    """
-
-    prefix: MetricPrefixes = Field(
-        default_factory=MetricPrefixes, description="Metric name prefixes."
-    )
-    kafka: MetricsKafka = Field(default_factory=MetricsKafka, description="The metrics topic.")
 
 
 class AppConfiguration(K2KModel):

@@ -274,6 +274,8 @@ class Assignment:
         self.on_bad_record = on_bad_record
         # Sessions sort by start time: the newest session of a member name wins.
         self.session = f"{int(time.time() * 1000):013d}-{uuid.uuid4().hex[:8]}"
+        #: Transactional ids of previous owners this member fenced (metrics).
+        self.fencings = 0
         self.host = socket.gethostname()
         self.view = AssignmentView(group, member, self.session, int(grace_s * 1000))
         self._producer_conf = dict(producer_conf)
@@ -485,6 +487,7 @@ class Assignment:
             ]
             for future in futures:
                 future.result()
+        self.fencings += len(to_fence)
 
     def _fence_one(self, txid: str, tps: list[TP]) -> None:
         started = time.monotonic()

@@ -26,6 +26,7 @@ def ensure_control_topic(
     replication_factor: int,
     configs: Mapping[str, str],
     policy: str = "compact",
+    why: str | None = None,
 ) -> int:
     """Make sure control topic ``name`` exists and its ``cleanup.policy`` includes
     ``policy``; return its partition count.
@@ -33,7 +34,7 @@ def ensure_control_topic(
     Runs on: driver, once per start. ``key_path`` (e.g. ``coordination.commit.topic``) is
     named in errors so the operator knows which setting points at the topic.
     """
-    why = _WHY[policy]
+    why = why or _WHY[policy]
     topics = target.topics()
     if name not in topics:
         if not auto_create:

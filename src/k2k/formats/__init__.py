@@ -10,7 +10,8 @@ Spark nor the rest of k2k, so such tools can import it alone.
 * :mod:`k2k.formats.codec`: canonical JSON and the bad-record policy;
 * :mod:`k2k.formats.progress`: progress records of the commit topic;
 * :mod:`k2k.formats.assignment`: member, owner and release records of the assignment topic;
-* :mod:`k2k.formats.offset_mapping`: offset-mapping records (one per replicated run).
+* :mod:`k2k.formats.offset_mapping`: offset-mapping records (one per replicated run);
+* :mod:`k2k.formats.metrics`: metrics records (the ``kafka`` metrics exporter).
 
 Example:
 
@@ -32,12 +33,14 @@ from k2k.formats.assignment import (
     read_assignment,
 )
 from k2k.formats.codec import dumps_canonical, unreadable
+from k2k.formats.metrics import MetricsRecord
 from k2k.formats.offset_mapping import OffsetMappingRecord, RunEncoder
 from k2k.formats.progress import ProgressKey, ProgressRecord
 
 __all__ = [
     "AssignmentRecord",
     "MemberRecord",
+    "MetricsRecord",
     "OffsetMappingRecord",
     "OwnerRecord",
     "ProgressKey",

@@ -20,8 +20,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -92,11 +93,28 @@ class PassReport:
         return ", ".join(parts) + f" in {self.seconds:.2f} s"
 
 
+class PassMetrics(Protocol):
+    """What the app tells its metrics (k2k.metrics.app): once per pass."""
+
+    def on_pass(self, report: PassReport) -> None: ...
+
+    def pass_failed(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class OffsetMappingApp:
     """Runs on: the app's own process (no Spark)."""
 
-    def __init__(self, cfg: OffsetMappingAppConfig) -> None:
+    def __init__(
+        self,
+        cfg: OffsetMappingAppConfig,
+        metrics: Callable[[ClusterView], PassMetrics] | None = None,
+    ) -> None:
+        """``metrics``: builds the app's metrics once the target is reachable (``-t``)."""
         self.cfg = cfg
+        self._metrics_factory = metrics
+        self.metrics: PassMetrics | None = None
         self.timeout_s = max(
             cfg.source.connect_timeout.total_seconds(), cfg.target.connect_timeout.total_seconds()
         )
@@ -124,6 +142,8 @@ class OffsetMappingApp:
                 try:
                     report = self.one_pass()
                 except ClusterError as exc:
+                    if self.metrics is not None:
+                        self.metrics.pass_failed()
                     if once:
                         raise
                     # A cluster that does not answer now may next pass: keep the service up.
@@ -132,6 +152,8 @@ class OffsetMappingApp:
                         return PassReport()
                     continue
                 log.info("pass: %s", report.line())
+                if self.metrics is not None:
+                    self.metrics.on_pass(report)
                 if once:
                     if report.failures:
                         raise OffsetMappingError(report.failures[0])
@@ -152,6 +174,9 @@ class OffsetMappingApp:
         if self.runs is not None:
             self.runs.close()
             self.runs = None
+        if self.metrics is not None:
+            self.metrics.close()
+            self.metrics = None
 
     def _prepare(self) -> None:
         cfg = self.cfg
@@ -172,6 +197,8 @@ class OffsetMappingApp:
             cfg.target_client("consumer"), cfg.offset_mapping.topic, self.timeout_s
         )
         self.runs = RunReader(cfg.target_client("consumer"), self.timeout_s)
+        if self._metrics_factory is not None:
+            self.metrics = self._metrics_factory(self.target)
 
     # -- one pass --------------------------------------------------------------------------
 

@@ -8,6 +8,10 @@ discovery and lease re-planning clean. Executors can always reach the driver in 
 this works in local mode and on clusters alike. A runner that cannot reach the driver keeps
 going until its lease deadline (the driver may be briefly busy; a dead driver makes Spark
 kill the task anyway).
+
+With telemetry the same connection carries the runner's metrics the other way: a request is
+the token line and a frame line, empty or a metrics frame (:mod:`k2k.metrics.frames`, at
+most one a second), so metrics add no connection and no thread.
 """
 
 from __future__ import annotations
@@ -17,10 +21,16 @@ import secrets
 import socket
 import socketserver
 import threading
+import time
+from collections.abc import Callable
 
 __all__ = ["LeaseControl", "StopSignal"]
 
 _POLL_INTERVAL_S = 0.25
+#: How often a runner sends its metrics frame.
+_FRAME_INTERVAL_S = 1.0
+#: A frame longer than this is dropped (about 40,000 partitions in one runner).
+_MAX_FRAME_BYTES = 8 << 20
 
 
 class LeaseControl:
@@ -31,6 +41,8 @@ class LeaseControl:
         (default: the same), e.g. ``0.0.0.0`` when executors run on other machines."""
         self.token = secrets.token_hex(16)
         self._stop = threading.Event()
+        #: Called with each runner's metrics frame (telemetry), in a server thread.
+        self.on_frame: Callable[[bytes], None] | None = None
         control = self
 
         class Handler(socketserver.StreamRequestHandler):
@@ -38,11 +50,14 @@ class LeaseControl:
                 self.request.settimeout(2.0)
                 try:
                     line = self.rfile.readline(200).strip().decode("ascii", "replace")
+                    ok = hmac.compare_digest(line, control.token)
+                    frame = self.rfile.readline(_MAX_FRAME_BYTES).strip() if ok else b""
                 except OSError:
                     return
-                ok = hmac.compare_digest(line, control.token)
                 answer = b"stop\n" if (not ok or control._stop.is_set()) else b"run\n"
                 self.wfile.write(answer)
+                if frame and control.on_frame is not None:
+                    control.on_frame(frame)
 
         class Server(socketserver.ThreadingTCPServer):
             daemon_threads = True
@@ -71,12 +86,18 @@ class LeaseControl:
 
 
 class StopSignal:
-    """Runs on: executor, one per runner task. ``is_set()`` is cheap (an Event check)."""
+    """Runs on: executor, one per runner task. ``is_set()`` is cheap (an Event check).
+    ``frames`` (telemetry) gives the runner's metrics frame to send, once a second."""
 
-    def __init__(self, address: tuple[str, int, str] | None) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int, str] | None,
+        frames: Callable[[], bytes] | None = None,
+    ) -> None:
         self._event = threading.Event()
         self._closed = threading.Event()
         self._address = address
+        self._frames = frames
         if address is not None:
             threading.Thread(target=self._poll, daemon=True, name="k2k-stop-signal").start()
 
@@ -89,13 +110,18 @@ class StopSignal:
     def _poll(self) -> None:
         assert self._address is not None
         host, port, token = self._address
+        next_frame = time.monotonic() + _FRAME_INTERVAL_S
         while not self._closed.wait(_POLL_INTERVAL_S):
+            frame = b""
+            if self._frames is not None and time.monotonic() >= next_frame:
+                next_frame = time.monotonic() + _FRAME_INTERVAL_S
+                frame = self._frames()
             try:
                 with socket.create_connection((host, port), timeout=2.0) as sock:
-                    sock.sendall(token.encode() + b"\n")
+                    sock.sendall(token.encode() + b"\n" + frame + b"\n")
                     answer = sock.makefile("rb").readline(16)
             except OSError:
-                continue
+                continue  # a lost frame is made good by the next one (running totals)
             if answer.startswith(b"stop"):
                 self._event.set()
                 return

@@ -138,7 +138,7 @@ class RecordCopier:
         tracing = plan.tracing
         offset_header = tracing.offset if tracing is not None else None
         before, after = self._trace_headers(plan, topic, part)
-        each, first_cb, last_cb, acks = self._callbacks(plan, msgs, first, end, ack)
+        each, first_cb, last_cb, acks, run = self._callbacks(plan, msgs, first, end, ack)
         produce = producer.produce
         last = end - 1
         size = 0
@@ -177,8 +177,15 @@ class RecordCopier:
                 size += len(value)
             if key is not None:
                 size += len(key)
-        self.bytes += size
+        self._account(size, run)
         return acks
+
+    def _account(self, size: int, run: ProducedRun | None) -> None:
+        """A run's key and value bytes: the copier's total and, when observed, the run's
+        own (set before its acknowledgement is served, in a later poll or flush)."""
+        self.bytes += size
+        if run is not None:
+            run.byte_count = size
 
     def _callbacks(
         self,
@@ -187,18 +194,25 @@ class RecordCopier:
         first: int,
         end: int,
         ack: DeliveryCallback | None,
-    ) -> tuple[DeliveryCallback | None, DeliveryCallback | None, DeliveryCallback | None, int]:
-        """The callbacks of a run's records: (every record, first record, last record), and
-        how many of them are ``ack``."""
+    ) -> tuple[
+        DeliveryCallback | None,
+        DeliveryCallback | None,
+        DeliveryCallback | None,
+        int,
+        ProducedRun | None,
+    ]:
+        """The callbacks of a run's records: (every record, first record, last record), how
+        many of them are ``ack``, and the observed run (None without an observer)."""
         spreads = plan.partitioning.spreads
         if self.observer is None:
             if spreads:
-                return ack, ack, ack, (end - first if ack is not None else 0)
-            return None, None, ack, (1 if ack is not None else 0)
+                return ack, ack, ack, (end - first if ack is not None else 0), None
+            return None, None, ack, (1 if ack is not None else 0), None
         # Observed: with ``partition: hash`` every run is one record (see copy()).
         part = msgs[first].partition() or 0
         first_offset = msgs[first].offset() or 0
-        last_offset = msgs[end - 1].offset() or 0
+        last = msgs[end - 1]
+        last_offset = last.offset() or 0
         read_to = self._read_to
         run = ProducedRun(
             plan.source,
@@ -208,10 +222,11 @@ class RecordCopier:
             end - first,
             plan.target,
             source_from=min(first_offset, read_to.get((plan.source, part), first_offset)),
+            source_timestamp=last.timestamp()[1],
         )
         read_to[(plan.source, part)] = last_offset + 1
         report = RunReport(run, self.observer, ack, single=end - first == 1)
-        return None, report.on_first, report.on_last, (1 if ack is not None else 0)
+        return None, report.on_first, report.on_last, (1 if ack is not None else 0), run
 
     def _trace_headers(
         self, plan: TopicPlan, topic: str, part: int

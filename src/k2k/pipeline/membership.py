@@ -94,6 +94,11 @@ class Membership:
             for g in groups
         ]
 
+    @property
+    def fencings(self) -> int:
+        """Transactional ids of previous owners this member fenced so far."""
+        return self.assignment.fencings
+
     def changed(self, members: tuple[str, ...], claims: dict[TP, str]) -> bool:
         """Step 3: True when the lease should end: the active members are no longer
         ``members``, or a partition of ``claims`` was claimed by another member.

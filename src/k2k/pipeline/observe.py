@@ -19,7 +19,7 @@ from typing import Protocol
 
 from confluent_kafka import KafkaError, Message
 
-__all__ = ["ProducedRun", "RunObserver", "RunReport"]
+__all__ = ["ProducedRun", "RunObserver", "RunReport", "observers"]
 
 
 @dataclass(slots=True)
@@ -44,6 +44,10 @@ class ProducedRun:
     #: Where the runner's read of the partition stood before this run: the source offsets
     #: in ``[source_from, source_first)`` hold nothing that is replicated.
     source_from: int = -1
+    #: Key and value bytes of the run's records (as consumed).
+    byte_count: int = 0
+    #: The source timestamp (ms) of the run's last record; -1 when it has none.
+    source_timestamp: int = -1
 
     @property
     def contiguous(self) -> bool:
@@ -108,3 +112,28 @@ class RunReport:
             self._waiting = -1  # a failed run is never reported; its batch fails
         elif self._waiting == 0:
             self._observer.on_run(self.run)
+
+
+class _Both:
+    """Two observers of the same runs (offset mapping and metrics)."""
+
+    __slots__ = ("first", "second")
+
+    def __init__(self, first: RunObserver, second: RunObserver) -> None:
+        self.first = first
+        self.second = second
+
+    def on_run(self, run: ProducedRun) -> None:
+        self.first.on_run(run)
+        self.second.on_run(run)
+
+
+def observers(*given: RunObserver | None) -> RunObserver | None:
+    """One observer for the given ones (None: no observer, the fast path)."""
+    present = [o for o in given if o is not None]
+    if not present:
+        return None
+    combined = present[0]
+    for other in present[1:]:
+        combined = _Both(combined, other)
+    return combined

@@ -7,6 +7,7 @@ is the one piece of logic: how the planner splits a lease's partitions into runn
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -99,6 +100,9 @@ class LeaseSpec:
     #: executor, given the runner's commit strategy (records that must commit with a batch
     #: go through its ``add``); a picklable callable. None: no observer, the fast path.
     observer: Callable[[CommitStrategy], RunObserver] | None = None
+    #: ``-t/--telemetry``: runners count records, bytes, latency and commits, and send
+    #: their totals to the driver over the lease channel (k2k.metrics).
+    telemetry: bool = False
 
 
 @dataclass(slots=True)
@@ -126,10 +130,14 @@ class RunnerSummary:
     records: int = 0
     bytes: int = 0
     error: str | None = None
+    #: The fault's class (e.g. ``ReplicationError``), for the errors metric.
+    error_class: str | None = None
     seconds: float = 0.0
     #: Set when another owner took the partitions over (fenced, or claimed elsewhere): the
     #: lease's uncommitted work was abandoned; not an error, the planner re-plans.
     fenced: str | None = None
+    #: With telemetry: the runner's last metrics frame (k2k.metrics.frames), all totals.
+    metrics: builtins.bytes | None = None
 
 
 def plan_groups(

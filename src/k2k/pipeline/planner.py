@@ -45,6 +45,8 @@ from k2k.pipeline.spark import start_spark
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from k2k.metrics.replicator import ReplicatorMetrics
+
 __all__ = ["PipelineStats", "Planner"]
 
 log = logging.getLogger("k2k.planner")
@@ -73,13 +75,15 @@ class Planner:
         after_spark_start: Callable[[], None] | None = None,
         member: str | None = None,
         standby: bool = False,
+        telemetry: bool = False,
     ) -> None:
         """Runs on: driver. Connects nothing yet: :meth:`run` does.
 
         ``spark``: an existing SparkSession to run leases on (kept open at the end);
         by default the planner starts its own from ``spark.master``/``spark.conf``.
         ``member``: this process's name in the assignment topic (default host-pid);
-        ``standby``: take partitions only while no other member is alive."""
+        ``standby``: take partitions only while no other member is alive;
+        ``telemetry``: export metrics (k2k.metrics, chosen by ``OTEL_*`` variables)."""
         self.cfg = cfg
         self.until_caught_up = until_caught_up
         self.on_tick = on_tick
@@ -96,6 +100,9 @@ class Planner:
         self.membership: Membership | None = None
         self.progress: ProgressStore | None = None
         self.control: LeaseControl | None = None
+        self.telemetry = telemetry
+        self.metrics: ReplicatorMetrics | None = None
+        self._fencings = 0
 
     # -- public --------------------------------------------------------------------------
 
@@ -122,6 +129,10 @@ class Planner:
             if self.membership is not None:
                 self.membership.stood_down = True  # the newer session owns our name
             raise
+        except Exception as exc:
+            if self.metrics is not None:
+                self.metrics.failed(exc)  # before close(): the last export carries it
+            raise
         finally:
             self.close()
 
@@ -142,6 +153,9 @@ class Planner:
             with contextlib.suppress(Exception):
                 self.spark.stop()
             self.spark = None
+        if self.metrics is not None:
+            self.metrics.close()
+            self.metrics = None
 
     # -- preparation ---------------------------------------------------------------------
 
@@ -176,8 +190,15 @@ class Planner:
         if mapping_partitions:
             publisher = MappingPublisher(cfg.name, cfg.offset_mapping.topic, mapping_partitions)
             template = dataclasses.replace(template, observer=publisher)
+        if self.telemetry:
+            from k2k.metrics.replicator import replicator_metrics  # OpenTelemetry only with -t
+
+            self.metrics = replicator_metrics(cfg, self.member, self.stats, self.discovery.target)
+            template = dataclasses.replace(template, telemetry=True)
         sc = self._start_spark().sparkContext
         self.control = open_channel(sc, cfg.spark.master)
+        if self.metrics is not None:
+            self.control.on_frame = self.metrics.on_frame
         if self._stop.is_set():
             self.control.end_lease()
         return _Prepared(
@@ -228,6 +249,8 @@ class Planner:
             # next claimant must still deal with them (see Assignment.acquire).
             return
         self.stats.leases += 1
+        if self.metrics is not None:
+            self.metrics.lease_started()
         self.control.new_lease()
         if self._stop.is_set():
             return
@@ -244,6 +267,9 @@ class Planner:
             topics_changed=None if self.until_caught_up else self.discovery.topics_changed,
         )
         membership.release(spec.lease_id, groups, summaries)
+        if self.metrics is not None:
+            fencings, self._fencings = membership.fencings - self._fencings, membership.fencings
+            self.metrics.lease_ended(spec.lease_id, summaries, fencings)
         errors = self.positions.fold(spec.lease_id, summaries, self.stats)
         live.tick()
         if errors:

@@ -35,6 +35,7 @@ from confluent_kafka import KafkaException, Producer
 from k2k.coordination.claims import lost_claims
 from k2k.errors import K2KError, ReplicationError
 from k2k.kafka.factory import build_producer
+from k2k.metrics.tally import RunTally
 from k2k.pipeline.channel import StopSignal
 from k2k.pipeline.commit import CommitStrategy
 from k2k.pipeline.commit.at_least_once import AtLeastOnce
@@ -42,6 +43,7 @@ from k2k.pipeline.commit.exactly_once import ExactlyOnce, start_transactional_pr
 from k2k.pipeline.commit.ledger import ProgressLedger
 from k2k.pipeline.copier import RecordCopier, make_copier
 from k2k.pipeline.faults import Fenced, RunnerFaults
+from k2k.pipeline.observe import observers
 from k2k.pipeline.plan import LeaseSpec, RunnerGroup, RunnerSummary
 from k2k.pipeline.source import SourceReader
 
@@ -73,6 +75,9 @@ class Runner:
         self.ledger = ProgressLedger(spec, group.ranges, self.faults)
         #: Records and key+value bytes of a lease that ended cleanly.
         self.copied = (0, 0)
+        #: The runner's metrics (telemetry), fed by the run observer and the commits.
+        self.tally = RunTally(spec.lease_id) if spec.telemetry else None
+        self.ledger.timing = self.tally
 
     def run(self) -> RunnerSummary:
         """Runs on: executor, once per task. Never raises for k2k faults: they are returned
@@ -86,13 +91,15 @@ class Runner:
         except Fenced as exc:
             summary.fenced = str(exc)
         except K2KError as exc:
-            summary.error = str(exc)
+            summary.error, summary.error_class = str(exc), type(exc).__name__
         finally:
             if collecting:
                 gc.enable()
         summary.partitions = list(self.ledger.outcomes.values())
         summary.records, summary.bytes = self.copied
         summary.seconds = time.monotonic() - started
+        if self.tally is not None:
+            summary.metrics = self.tally.frame(full=True).encode()
         return summary
 
     def _run(self) -> None:
@@ -116,7 +123,7 @@ class Runner:
                     return
                 strategy = self._strategy(producers, len(source.assigned))
                 closing.callback(strategy.close)
-                stop = StopSignal(spec.control)
+                stop = StopSignal(spec.control, self._frames if self.tally else None)
                 closing.callback(stop.close)
                 self._copy(source, strategy, stop)
             except (KafkaException, SystemError) as exc:
@@ -126,6 +133,10 @@ class Runner:
                 if failure is None:
                     raise
                 raise failure from None
+
+    def _frames(self) -> bytes:
+        """The metrics frame the stop signal's thread sends (telemetry only)."""
+        return self.tally.frame().encode() if self.tally is not None else b""
 
     def _own(self) -> list[Producer]:
         """Step 0: the producers. Exactly-once, initialising the transactional ids fences
@@ -184,7 +195,7 @@ class Runner:
             source.topics,
             source.on_event,
             self.faults.produce_failed,
-            spec.observer(strategy) if spec.observer is not None else None,
+            observers(spec.observer(strategy) if spec.observer else None, self.tally),
             dict(self.ledger.committed),
         )
         try:

@@ -154,18 +154,28 @@ class AtLeastOnce:
         # Step 2. Consecutive complete epochs share one progress write: positions only grow,
         # so the newest covers the older ones.
         newest: Positions | None = None
+        sealed = 0.0
         while self.pending and self.pending[0].outstanding == 0:
-            newest = self.pending.popleft().positions
+            epoch = self.pending.popleft()
+            newest, sealed = epoch.positions, sealed or epoch.sealed
         # Step 3.
         if newest is not None:
             self.ledger.mark_committed(self.ledger.write(self.producer, newest))
+            if self.ledger.timing is not None:
+                self.ledger.timing.committed(time.monotonic() - sealed)
 
     def _raise_failures(self) -> None:
         for epoch in self.pending:
             if epoch.error:
+                self._count_failure()
                 raise ReplicationError(epoch.error + self.ledger.uncommitted_of(epoch.positions))
         self.faults.raise_failure()
         if self.pending and self.pending[0].outstanding:
             timeout = self.spec.ack_timeout_s
             if time.monotonic() - self.pending[0].sealed > timeout:
+                self._count_failure()
                 raise self.ledger.unacknowledged(timeout, self.pending[-1].positions)
+
+    def _count_failure(self) -> None:
+        if self.ledger.timing is not None:
+            self.ledger.timing.commit_failed()

@@ -186,12 +186,18 @@ class ExactlyOnce:
     def _commit(self, producer: Producer, positions: Positions) -> None:
         """Runs on: the pair's commit thread. Commits, retrying retriable errors within the
         delivery timeout; raises :class:`~k2k.pipeline.faults.Fenced` or ReplicationError."""
-        deadline = time.monotonic() + self.wait_s
+        began = time.monotonic()
+        deadline = began + self.wait_s
+        timing = self.ledger.timing
         while True:
             try:
                 producer.commit_transaction(max(0.1, deadline - time.monotonic()))
+                if timing is not None:
+                    timing.committed(time.monotonic() - began)
                 return
             except KafkaException as exc:
+                if timing is not None:
+                    timing.commit_failed()  # counted per attempt: a retried one shows too
                 err = kafka_error_of(exc)
                 if err is None:
                     raise

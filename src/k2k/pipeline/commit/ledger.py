@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
+from typing import Protocol
 
 from confluent_kafka import KafkaError, Message, Producer
 
@@ -27,12 +28,20 @@ from k2k.kafka.produce import produce_when_room
 from k2k.pipeline.faults import RunnerFaults
 from k2k.pipeline.plan import LeaseSpec, PartitionOutcome, PartitionRange
 
-__all__ = ["TP", "Positions", "ProgressLedger"]
+__all__ = ["TP", "CommitTiming", "Positions", "ProgressLedger"]
 
 TP = tuple[str, int]
 #: Next source offset to read, per partition.
 Positions = dict[TP, int]
 Written = list[tuple[TP, int]]
+
+
+class CommitTiming(Protocol):
+    """What the commit strategies report to metrics: once per commit, never per record."""
+
+    def committed(self, seconds: float) -> None: ...
+
+    def commit_failed(self) -> None: ...
 
 
 class ProgressLedger:
@@ -48,6 +57,8 @@ class ProgressLedger:
         self.committed: Positions = {tp: o.start for tp, o in self.outcomes.items()}
         self.unwritten = {(r.topic, r.partition) for r in ranges if not r.has_progress}
         self._slots: dict[TP, tuple[bytes, int]] = {}
+        #: Told how long each commit took, and when one failed (telemetry), else None.
+        self.timing: CommitTiming | None = None
 
     # -- start ---------------------------------------------------------------------------
 

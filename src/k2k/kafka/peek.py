@@ -1,0 +1,37 @@
+"""Peeking at a partition: the timestamp of its first readable record at an offset.
+
+Used for lag in seconds (the age of the oldest record not yet replicated) by ``k2k status``
+and the metrics. The caller assigns its ``read_committed`` consumer (with
+``enable.partition.eof``) at the offsets to look at.
+"""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+__all__ = ["first_records"]
+
+TP = tuple[str, int]
+
+
+def first_records(consumer: Consumer, pending: set[TP], timeout_s: float) -> dict[TP, int | None]:
+    """Consume until every partition of ``pending`` gave a record or its end; per partition
+    the record's timestamp (ms), or None at the end (what is left are transaction markers or
+    aborted records). Partitions not read within ``timeout_s`` are absent; each partition is
+    paused once it has answered."""
+    found: dict[TP, int | None] = {}
+    deadline = time.monotonic() + timeout_s
+    while pending and (left := deadline - time.monotonic()) > 0:
+        for m in consumer.consume(len(pending) + 1, min(left, 0.2)):
+            topic, part, err = m.topic(), m.partition(), m.error()
+            if topic is None or part is None or (topic, part) not in pending:
+                continue
+            eof = err is not None and err.code() == KafkaError._PARTITION_EOF
+            ts = m.timestamp()[1] if err is None else None
+            if eof or (ts is not None and ts >= 0):
+                found[(topic, part)] = ts  # else an error or no timestamp: left unknown
+            pending.discard((topic, part))
+            consumer.pause([TopicPartition(topic, part)])
+    return found

@@ -1,0 +1,182 @@
+"""The runner -> driver metrics frame: one runner's running totals since its task started.
+
+Runs on: both sides. A frame is one line of JSON, versioned by ``v``, sent over the lease
+channel at most once a second and once more inside the runner's summary. Totals rather than
+deltas: a lost or repeated frame changes nothing, because the driver subtracts what it
+already counted from the same runner (:class:`FrameDeltas`).
+
+Histograms travel as per-bucket (count, sum) pairs over :data:`LATENCY_BOUNDS_S` or
+:data:`COMMIT_BOUNDS_S`; the driver records each bucket's mean that many times, which keeps
+every bucket's count and the total sum exact.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "COMMIT_BOUNDS_S",
+    "FRAME_VERSION",
+    "LATENCY_BOUNDS_S",
+    "Buckets",
+    "FrameDelta",
+    "FrameDeltas",
+    "PartitionTotals",
+    "RunnerFrame",
+]
+
+FRAME_VERSION = 1
+
+#: Histogram bucket bounds (seconds) of end-to-end latency and of commit duration.
+LATENCY_BOUNDS_S = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0
+)  # fmt: skip
+COMMIT_BOUNDS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+TP = tuple[str, int]
+
+
+@dataclass(slots=True)
+class Buckets:
+    """A histogram's running (count, sum) per bucket; the last bucket is +Inf."""
+
+    counts: list[int]
+    sums: list[float]
+
+    @classmethod
+    def empty(cls, bounds: tuple[float, ...]) -> Buckets:
+        return cls([0] * (len(bounds) + 1), [0.0] * (len(bounds) + 1))
+
+    def minus(self, earlier: Buckets | None) -> list[tuple[int, float]]:
+        """Per bucket, (count, sum) since ``earlier``; buckets that did not change are
+        (0, 0.0)."""
+        if earlier is None:
+            return list(zip(self.counts, self.sums, strict=True))
+        return [
+            (c - c0, s - s0)
+            for c, s, c0, s0 in zip(
+                self.counts, self.sums, earlier.counts, earlier.sums, strict=True
+            )
+        ]
+
+
+@dataclass(slots=True)
+class PartitionTotals:
+    """Running totals of one source partition in one runner."""
+
+    records: int = 0
+    bytes: int = 0
+    latency: Buckets = field(default_factory=lambda: Buckets.empty(LATENCY_BOUNDS_S))
+
+
+@dataclass(slots=True)
+class RunnerFrame:
+    """One runner's totals: ``runner`` is unique per task attempt, ``partitions`` holds only
+    the partitions that changed since the previous frame.
+
+    >>> f = RunnerFrame("r1", 3, {("t", 0): PartitionTotals(5, 50)}, 1, commit_failures=1)
+    >>> RunnerFrame.decode(f.encode()) == f
+    True
+    """
+
+    runner: str
+    lease: int
+    partitions: dict[TP, PartitionTotals] = field(default_factory=dict)
+    #: Grows with every frame of the runner: an older frame arriving late is ignored.
+    seq: int = 0
+    commits: Buckets = field(default_factory=lambda: Buckets.empty(COMMIT_BOUNDS_S))
+    commit_failures: int = 0
+
+    def encode(self) -> bytes:
+        doc = {
+            "v": FRAME_VERSION,
+            "runner": self.runner,
+            "lease": self.lease,
+            "seq": self.seq,
+            "tp": [
+                [t, p, x.records, x.bytes, x.latency.counts, x.latency.sums]
+                for (t, p), x in self.partitions.items()
+            ],
+            "commits": [self.commits.counts, self.commits.sums],
+            "commitFailures": self.commit_failures,
+        }
+        return json.dumps(doc, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> RunnerFrame | None:
+        """The frame, or None for a version this driver does not read (a mixed deployment
+        loses metrics, never replication)."""
+        doc: dict[str, Any] = json.loads(raw)
+        if doc.get("v") != FRAME_VERSION:
+            return None
+        counts, sums = doc["commits"]
+        return cls(
+            runner=str(doc["runner"]),
+            lease=int(doc["lease"]),
+            seq=int(doc["seq"]),
+            partitions={
+                (str(t), int(p)): PartitionTotals(int(r), int(b), Buckets(list(c), list(s)))
+                for t, p, r, b, c, s in doc["tp"]
+            },
+            commits=Buckets(list(counts), list(sums)),
+            commit_failures=int(doc["commitFailures"]),
+        )
+
+
+@dataclass(slots=True)
+class FrameDelta:
+    """What one frame adds to what the driver already counted from its runner."""
+
+    partitions: dict[TP, tuple[int, int, list[tuple[int, float]]]]
+    commits: list[tuple[int, float]]
+    commit_failures: int
+
+
+class FrameDeltas:
+    """Runs on: driver. Turns each runner's totals into increments, per runner; frames older
+    than one already counted, and frames of a lease that ended (its last totals came with
+    the summaries), give None.
+
+    >>> d = FrameDeltas()
+    >>> d.delta(RunnerFrame("r1", 1, {("t", 0): PartitionTotals(5, 50)}, seq=1)).partitions  # doctest: +ELLIPSIS
+    {('t', 0): (5, 50, [(0, 0.0), ...])}
+    >>> d.delta(RunnerFrame("r1", 1, {("t", 0): PartitionTotals(7, 50)}, seq=3)).partitions  # doctest: +ELLIPSIS
+    {('t', 0): (2, 0, [(0, 0.0), ...])}
+    >>> d.delta(RunnerFrame("r1", 1, {("t", 0): PartitionTotals(6, 50)}, seq=2)) is None
+    True
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[str, RunnerFrame] = {}
+        self._ended: set[int] = set()
+
+    def delta(self, frame: RunnerFrame) -> FrameDelta | None:
+        if frame.lease in self._ended:
+            return None
+        seen = self._seen.setdefault(frame.runner, RunnerFrame(frame.runner, frame.lease))
+        if frame.seq <= seen.seq:
+            return None
+        seen.seq = frame.seq
+        partitions = {}
+        for tp, now in frame.partitions.items():
+            before = seen.partitions.get(tp)
+            if before is None:
+                partitions[tp] = (now.records, now.bytes, now.latency.minus(None))
+            else:
+                partitions[tp] = (
+                    now.records - before.records,
+                    now.bytes - before.bytes,
+                    now.latency.minus(before.latency),
+                )
+            seen.partitions[tp] = PartitionTotals(now.records, now.bytes, now.latency)
+        commits = frame.commits.minus(seen.commits)
+        failures = frame.commit_failures - seen.commit_failures
+        seen.commits, seen.commit_failures = frame.commits, frame.commit_failures
+        return FrameDelta(partitions, commits, failures)
+
+    def lease_ended(self, lease: int) -> None:
+        """Forget the lease's runners once their summaries were counted."""
+        self._ended.add(lease)
+        self._seen = {k: f for k, f in self._seen.items() if f.lease != lease}

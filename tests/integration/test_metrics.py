@@ -1,0 +1,215 @@
+"""Metrics on real brokers and real Spark (``k2k start -t``): a Prometheus scrape shows what
+was replicated, the kafka exporter writes readable records, an OTLP receiver gets them.
+
+Each test runs ``k2k start`` as a real process and reads its exporters from outside, as an
+operator's Prometheus, Kafka consumer or OpenTelemetry collector would.
+"""
+
+from __future__ import annotations
+
+import http.server
+import threading
+import urllib.request
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from k2k.formats.metrics import MetricsRecord
+from k2k.local import free_port
+from tests.integration.conftest import BASE_TS, pipeline_dict, write_pipeline
+from tests.integration.procs import K2KProcess
+from tests.kafkautil import create_topic, eventually, produce, read_all
+
+pytestmark = pytest.mark.integration
+
+PER_PARTITION = 500
+
+
+def _records(partitions: int) -> list:
+    """``PER_PARTITION`` records per partition, an hour old, with known sizes."""
+    return [
+        (p, f"k{p}-{i}".encode(), f"value-{p}-{i:05d}".encode(), [], BASE_TS + i)
+        for i in range(PER_PARTITION)
+        for p in range(partitions)
+    ]
+
+
+def _bytes_per_partition(records: list) -> dict[int, int]:
+    sizes: dict[int, int] = defaultdict(int)
+    for p, key, value, _h, _ts in records:
+        sizes[p] += len(key) + len(value)
+    return dict(sizes)
+
+
+def _scrape(port: int) -> dict[str, list[Any]]:
+    """Samples by name from ``/metrics``."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    samples: dict[str, list[Any]] = defaultdict(list)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[sample.name].append(sample)
+    return samples
+
+
+def _per_partition(samples: dict[str, list[Any]], name: str, topic: str) -> dict[int, float]:
+    return {
+        int(s.labels["partition"]): s.value
+        for s in samples.get(name, [])
+        if s.labels.get("topic") == topic
+    }
+
+
+def _caught_up(port: int, topic: str, expected: dict[int, int]) -> dict[str, list[Any]]:
+    """The scrape once records, lag and committed offsets show every record replicated."""
+
+    def done() -> dict[str, list[Any]] | None:
+        samples = _scrape(port)
+        counted = _per_partition(samples, "k2k_replication_records_total", topic)
+        lag = _per_partition(samples, "k2k_replication_lag_records", topic)
+        committed = _per_partition(samples, "k2k_replication_committed_offset", topic)
+        if counted == expected and lag == dict.fromkeys(expected, 0) and committed == expected:
+            return samples
+        return None
+
+    return eventually(done, timeout=240, interval=1.0, ignore=(OSError,))
+
+
+def test_prometheus_scrape_and_kafka_topic_show_what_was_replicated(clusters, tmp_path: Path):
+    name, topic = "metrics-prom", "metrics-prom-src"
+    create_topic(clusters.source, topic, 2)
+    records = _records(2)
+    produce(clusters.source, topic, records)
+    metrics_topic = f"__k2k-metrics-{name}"
+    doc = pipeline_dict(clusters, name, [topic], metrics={"kafka": {"topic": metrics_topic}})
+    port = free_port()
+    env = {
+        "OTEL_METRICS_EXPORTER": "prometheus,kafka",
+        "OTEL_EXPORTER_PROMETHEUS_PORT": str(port),
+        "OTEL_METRIC_EXPORT_INTERVAL": "1000",
+    }
+    proc = K2KProcess(write_pipeline(tmp_path, doc), tmp_path / "k2k.log", "-t", env=env)
+    try:
+        expected = {p: PER_PARTITION for p in range(2)}
+        samples = _caught_up(port, topic, expected)
+        assert _per_partition(samples, "k2k_replication_bytes_total", topic) == {
+            p: float(n) for p, n in _bytes_per_partition(records).items()
+        }
+        # Every record is an hour old: each latency observation is at least that.
+        counts = _per_partition(samples, "k2k_replication_latency_seconds_count", topic)
+        sums = _per_partition(samples, "k2k_replication_latency_seconds_sum", topic)
+        assert all(counts[p] >= 1 and 3600 <= sums[p] / counts[p] < 3600 + 600 for p in (0, 1))
+        assert _per_partition(samples, "k2k_replication_lag_seconds", topic) == {0: 0.0, 1: 0.0}
+        owned = [s.value for s in samples["k2k_partitions_owned"]]
+        assert owned == [2.0]
+        assert sum(s.value for s in samples["k2k_leases_total"]) >= 1
+        assert sum(s.value for s in samples["k2k_commit_duration_seconds_count"]) >= 1
+        assert not samples.get("k2k_commit_failures_total")
+        # The kafka exporter: readable records with the same totals.
+        assert _from_metrics_topic(clusters.target, metrics_topic, topic) == expected
+        # Replicated content, not only counts.
+        target = read_all(clusters.target, topic)
+        assert {p: len(rs) for p, rs in target.items()} == expected
+    finally:
+        assert proc.stop() == 0, proc.output()[-3000:]
+
+
+def _from_metrics_topic(bootstrap: str, metrics_topic: str, topic: str) -> dict[int, int]:
+    """The newest records-replicated point per partition in the metrics topic."""
+
+    def newest() -> dict[int, int]:
+        found: dict[int, int] = {}
+        for part, recs in read_all(bootstrap, metrics_topic).items():
+            for offset, r in enumerate(recs):
+                rec = MetricsRecord.decode(r.key, r.value, metrics_topic, part, offset)
+                if rec.metric != "k2k.replication.records":
+                    continue
+                assert rec.kind == "sum" and rec.unit == "{record}"
+                for point in rec.points:
+                    if point["attributes"]["topic"] == topic:
+                        found[point["attributes"]["partition"]] = point["value"]
+        return found
+
+    return eventually(newest, expected={0: PER_PARTITION, 1: PER_PARTITION}, timeout=60, interval=1)
+
+
+class _OtlpReceiver(http.server.ThreadingHTTPServer):
+    """An OTLP/HTTP metrics receiver: keeps the newest value of every sum data point."""
+
+    def __init__(self) -> None:
+        self.sums: dict[tuple[str, tuple[tuple[str, Any], ...]], float] = {}
+        self.resources: list[dict[str, Any]] = []
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+                    ExportMetricsServiceRequest,
+                )
+
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                request = ExportMetricsServiceRequest.FromString(body)
+                receiver.take(request)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.end_headers()
+
+            def log_message(self, *_args: Any) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    def take(self, request: Any) -> None:
+        for rm in request.resource_metrics:
+            self.resources.append({a.key: a.value.string_value for a in rm.resource.attributes})
+            for sm in rm.scope_metrics:
+                for metric in sm.metrics:
+                    if metric.WhichOneof("data") != "sum":
+                        continue
+                    for point in metric.sum.data_points:
+                        attrs = tuple(
+                            sorted(
+                                (a.key, a.value.string_value or a.value.int_value)
+                                for a in point.attributes
+                            )
+                        )
+                        value = point.as_int if point.HasField("as_int") else point.as_double
+                        self.sums[(metric.name, attrs)] = value
+
+    def records(self, topic: str) -> dict[int, float]:
+        return {
+            dict(attrs)["partition"]: value
+            for (name, attrs), value in self.sums.items()
+            if name == "k2k.replication.records" and dict(attrs).get("topic") == topic
+        }
+
+
+def test_otlp_receiver_gets_the_metrics_of_an_exactly_once_pipeline(clusters, tmp_path: Path):
+    name, topic = "metrics-otlp", "metrics-otlp-src"
+    create_topic(clusters.source, topic, 2)
+    produce(clusters.source, topic, _records(2))
+    doc = pipeline_dict(clusters, name, [topic], features={"exactlyOnce": "enabled"})
+    receiver = _OtlpReceiver()
+    env = {
+        "OTEL_METRICS_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver.server_address[1]}",
+        "OTEL_METRIC_EXPORT_INTERVAL": "1000",
+        "OTEL_SERVICE_NAME": "k2k-test",
+    }
+    proc = K2KProcess(write_pipeline(tmp_path, doc), tmp_path / "k2k.log", "-t", env=env)
+    try:
+        eventually(
+            lambda: receiver.records(topic),
+            expected={0: PER_PARTITION, 1: PER_PARTITION},
+            timeout=240,
+            interval=1.0,
+        )
+        assert any(r.get("service.name") == "k2k-test" for r in receiver.resources)
+        assert any(r.get("k2k.pipeline") == name for r in receiver.resources)
+    finally:
+        assert proc.stop() == 0, proc.output()[-3000:]
+        receiver.shutdown()
