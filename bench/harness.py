@@ -47,6 +47,7 @@ from bench.contender import Contender, Ctx, create_topic
 from bench.k2k_bench import (
     K2KAtLeastOnce,
     K2KAtLeastOnceMappings,
+    K2KAtLeastOnceTelemetry,
     K2KExactlyOnce,
     K2KExactlyOnceFastCommit,
     K2KExactlyOnceMappings,
@@ -64,6 +65,7 @@ PARTITIONS = 8
 CONTENDERS: list[type[Contender]] = [
     K2KAtLeastOnce,
     K2KAtLeastOnceMappings,
+    K2KAtLeastOnceTelemetry,
     K2KExactlyOnce,
     K2KExactlyOnceMappings,
     K2KExactlyOnceFastCommit,
@@ -683,6 +685,7 @@ _W1_COMPARISONS = (
     ("k2k at-least-once vs bare librdkafka loop", K2KAtLeastOnce.name, BareLoop.name),
     ("bare loop, transactions vs without", BareLoopTransactional.name, BareLoop.name),
     ("k2k exactly-once vs at-least-once", K2KExactlyOnce.name, K2KAtLeastOnce.name),
+    ("k2k with metrics scraped 1/s vs without", K2KAtLeastOnceTelemetry.name, K2KAtLeastOnce.name),
 )
 
 

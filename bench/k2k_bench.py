@@ -8,7 +8,12 @@ contenders do, and runs on ``local[2]`` (one runner task per core).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
+import threading
+import time
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any, ClassVar
@@ -22,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 __all__ = [
     "K2KAtLeastOnce",
     "K2KAtLeastOnceMappings",
+    "K2KAtLeastOnceTelemetry",
     "K2KExactlyOnce",
     "K2KExactlyOnceFastCommit",
     "K2KExactlyOnceMappings",
@@ -57,14 +63,26 @@ class K2KAtLeastOnce(Contender):
             "offsetMapping": {"topic": f"__k2k_offset_mappings-{ctx.dest}"},
         }
 
+    #: Extra ``k2k start`` arguments and environment.
+    args: ClassVar[tuple[str, ...]] = ()
+
+    def environment(self) -> dict[str, str]:
+        return dict(os.environ)
+
     def start(self, ctx: Ctx) -> None:
         path = ctx.tmp / f"{ctx.dest}.yaml"
         path.write_text(yaml.safe_dump(self.pipeline(ctx)))
-        argv = [str(ROOT / ".venv/bin/k2k"), "start", "-f", str(path)]
+        argv = [str(ROOT / ".venv/bin/k2k"), "start", *self.args, "-f", str(path)]
         if not ctx.steady:
             argv.insert(2, "--until-caught-up")
+        env = self.environment()
         with open(ctx.tmp / f"{ctx.dest}.log", "w") as log:  # the child keeps its own copy
-            ctx.procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log))
+            proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log, env=env)
+        ctx.procs.append(proc)
+        self.started(proc)
+
+    def started(self, proc: subprocess.Popen[bytes]) -> None:
+        """Called once the process runs (e.g. to scrape its metrics)."""
 
 
 class K2KExactlyOnce(K2KAtLeastOnce):
@@ -101,3 +119,33 @@ class K2KExactlyOnceMappings(K2KExactlyOnce):
     key = "k2k-eos-om"
     name = "k2k exactly-once, offset mappings"
     features: ClassVar[dict[str, Any]] = {"exactlyOnce": "enabled", "offsetMapping": "enabled"}
+
+
+class K2KAtLeastOnceTelemetry(K2KAtLeastOnce):
+    """At-least-once with ``-t`` and the Prometheus exporter, scraped every second as a
+    Prometheus server would (the scrape's own cost on the host counts too)."""
+
+    key = "k2k-t"
+    name = "k2k at-least-once, metrics scraped 1/s"
+    args: ClassVar[tuple[str, ...]] = ("-t",)
+
+    def environment(self) -> dict[str, str]:
+        from k2k.local import free_port
+
+        self.port = free_port()
+        return {
+            **os.environ,
+            "OTEL_METRICS_EXPORTER": "prometheus",
+            "OTEL_EXPORTER_PROMETHEUS_PORT": str(self.port),
+        }
+
+    def started(self, proc: subprocess.Popen[bytes]) -> None:
+        url = f"http://127.0.0.1:{self.port}/metrics"
+
+        def scrape() -> None:
+            while proc.poll() is None:
+                with contextlib.suppress(OSError):
+                    urllib.request.urlopen(url, timeout=2).read()
+                time.sleep(1.0)
+
+        threading.Thread(target=scrape, name="bench-scrape", daemon=True).start()
