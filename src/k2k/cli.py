@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import re
 import signal
 import sys
@@ -47,6 +48,13 @@ _TELEMETRY = click.option(
     "(prometheus, the default, on OTEL_EXPORTER_PROMETHEUS_HOST:PORT = 127.0.0.1:9464; otlp; "
     "console; kafka; none). See docs/metrics.md.",
 )
+
+
+def _check_telemetry_environment() -> None:
+    """Bad ``OTEL_*`` values fail before anything connects."""
+    from k2k.metrics.telemetry import check_environment
+
+    check_environment(os.environ)
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -115,6 +123,8 @@ def start(
 
     _setup_logging(verbose)
     cfg = load_pipeline(list(files))
+    if telemetry:
+        _check_telemetry_environment()
     display = make_display(cfg.name, tty=sys.stderr.isatty())
     signals_seen: list[int] = []
 
@@ -354,6 +364,7 @@ def offset_mapping_start(files: Sequence[str], once: bool, telemetry: bool, verb
     cfg = load_offset_mapping_app(list(files))
     metrics = None
     if telemetry:
+        _check_telemetry_environment()
         from k2k.coordination.assignment import default_member_name
         from k2k.metrics.app import app_metrics
 

@@ -28,7 +28,7 @@ from opentelemetry.sdk.resources import Resource
 
 from k2k.errors import ConfigError, K2KError
 
-__all__ = ["EXPORTERS", "Telemetry", "exporter_names"]
+__all__ = ["EXPORTERS", "Telemetry", "check_environment", "exporter_names"]
 
 log = logging.getLogger("k2k.metrics")
 
@@ -78,6 +78,15 @@ def prometheus_address(env: Mapping[str, str]) -> tuple[str, int]:
             f"OTEL_EXPORTER_PROMETHEUS_PORT: not a port, got {raw!r}; expected 0 to 65535"
         )
     return host, int(raw)
+
+
+def check_environment(env: Mapping[str, str]) -> None:
+    """Refuse bad ``OTEL_*`` values before anything connects (one-line errors, exit 2)."""
+    names = exporter_names(env)
+    if "prometheus" in names:
+        prometheus_address(env)
+    if "otlp" in names:
+        _otlp_protocol(env)
 
 
 @dataclass(frozen=True)
@@ -169,28 +178,41 @@ class Telemetry:
 
 def _otlp_exporter(env: Mapping[str, str]) -> MetricExporter:
     """The OTLP exporter of ``OTEL_EXPORTER_OTLP_[METRICS_]PROTOCOL`` (http/protobuf)."""
+    protocol = _otlp_protocol(env)
+    if protocol == "http/protobuf":
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+        return OTLPMetricExporter()
+    try:
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (  # type: ignore[import-not-found]
+            OTLPMetricExporter as GrpcExporter,
+        )
+    except ImportError:
+        raise ConfigError(
+            "OTEL_EXPORTER_OTLP_PROTOCOL: grpc needs the package "
+            "opentelemetry-exporter-otlp-proto-grpc; expected http/protobuf, or install it"
+        ) from None
+    exporter: MetricExporter = GrpcExporter()
+    return exporter
+
+
+def _otlp_protocol(env: Mapping[str, str]) -> str:
+    """``http/protobuf`` (the default) or ``grpc``.
+
+    >>> _otlp_protocol({"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"})
+    Traceback (most recent call last):
+    ...
+    k2k.errors.ConfigError: OTEL_EXPORTER_OTLP_PROTOCOL: unsupported protocol 'http/json'; \
+expected http/protobuf or grpc
+    """
     protocol = (
         env.get("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL")
         or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
         or "http/protobuf"
     ).strip()
-    if protocol == "http/protobuf":
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-
-        return OTLPMetricExporter()
-    if protocol == "grpc":
-        try:
-            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (  # type: ignore[import-not-found]
-                OTLPMetricExporter as GrpcExporter,
-            )
-        except ImportError:
-            raise ConfigError(
-                "OTEL_EXPORTER_OTLP_PROTOCOL: grpc needs the package "
-                "opentelemetry-exporter-otlp-proto-grpc; expected http/protobuf, or install it"
-            ) from None
-        exporter: MetricExporter = GrpcExporter()
-        return exporter
-    raise ConfigError(
-        f"OTEL_EXPORTER_OTLP_PROTOCOL: unsupported protocol {protocol!r}; expected "
-        "http/protobuf or grpc"
-    )
+    if protocol not in ("http/protobuf", "grpc"):
+        raise ConfigError(
+            f"OTEL_EXPORTER_OTLP_PROTOCOL: unsupported protocol {protocol!r}; expected "
+            "http/protobuf or grpc"
+        )
+    return protocol
