@@ -15,12 +15,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from k2k.formats.metrics import MetricsRecord
 from k2k.local import free_port
-from tests.integration.conftest import BASE_TS, pipeline_dict, write_pipeline
+from tests.integration.conftest import BASE_TS, k2k_cli, pipeline_dict, write_pipeline
 from tests.integration.procs import K2KProcess
+from tests.integration.test_offset_mapping_app import (
+    app_config,
+    commit_source,
+    fill,
+    replicate_with_mappings,
+    target_commits,
+)
 from tests.kafkautil import create_topic, eventually, produce, read_all
 
 pytestmark = pytest.mark.integration
@@ -180,6 +188,9 @@ class _OtlpReceiver(http.server.ThreadingHTTPServer):
                         value = point.as_int if point.HasField("as_int") else point.as_double
                         self.sums[(metric.name, attrs)] = value
 
+    def value(self, name: str, attributes: dict[str, Any]) -> float | None:
+        return self.sums.get((name, tuple(sorted(attributes.items()))))
+
     def records(self, topic: str) -> dict[int, float]:
         return {
             dict(attrs)["partition"]: value
@@ -212,4 +223,33 @@ def test_otlp_receiver_gets_the_metrics_of_an_exactly_once_pipeline(clusters, tm
         assert any(r.get("k2k.pipeline") == name for r in receiver.resources)
     finally:
         assert proc.stop() == 0, proc.output()[-3000:]
+        receiver.shutdown()
+
+
+def test_offset_mapping_app_exports_what_its_pass_did(clusters, tmp_path: Path):
+    """``k2k offset-mapping start --once -t``: the last push, at exit, carries the pass."""
+    source, target, mapping = "metrics-om-src", "metrics-om-dst", "metrics-om-map"
+    create_topic(clusters.source, source, 2)
+    create_topic(clusters.target, target, 2)
+    create_topic(clusters.target, mapping, 3, {"cleanup.policy": "delete"})
+    fill(clusters.source, source, 2, 20, "metrics-om")
+    replicate_with_mappings(clusters, "metrics-om", {source: target}, mapping)
+    commit_source(clusters, "metrics-om-group", {(source, 0): 5, (source, 1): 12})
+    receiver = _OtlpReceiver()
+    doc = app_config(clusters, "metrics-om-app", mapping, ["metrics-om-group"])
+    path = tmp_path / "offset-mapping.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    env = {
+        "OTEL_METRICS_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver.server_address[1]}",
+    }
+    try:
+        result = k2k_cli("offset-mapping", "start", "-t", "--once", "-f", str(path), env=env)
+        assert result.returncode == 0, result.stderr
+        app = {"app": "metrics-om-app"}
+        assert receiver.value("k2k.offsetmapping.passes", app) == 1
+        assert receiver.value("k2k.offsetmapping.commits", app) == 2
+        assert receiver.value("k2k.offsetmapping.partitions.translated", app) == 2
+        assert target_commits(clusters, "metrics-om-group") == {(target, 0): 5, (target, 1): 12}
+    finally:
         receiver.shutdown()
