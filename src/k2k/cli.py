@@ -22,9 +22,11 @@ import click
 
 from k2k import __version__
 from k2k.errorboundary import one_line_errors
+from k2k.pipeline.spark import LOG_LEVEL_KEY, LOG_LEVELS
 
 if TYPE_CHECKING:
     from k2k.admin.offsets import Destination
+    from k2k.config import PipelineConfig
 
 __all__ = ["main"]
 
@@ -57,13 +59,38 @@ def _check_telemetry_environment() -> None:
     check_environment(os.environ)
 
 
-def _setup_logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
+#: Marks the handler :func:`_setup_logging` installed, so a second call replaces only it.
+_HANDLER_NAME = "k2k"
+
+
+def _setup_logging(verbosity: int, quiet: int = logging.WARNING) -> None:
+    """Log to stderr: on a terminal through rich, above the live panel; else plain lines.
+
+    ``quiet`` is k2k's level without ``-v``; each ``-v`` lowers it a step (to INFO, then
+    DEBUG); one ``-v`` more than DEBUG needs adds librdkafka's own lines (every connection
+    failure among them), kept at WARNING otherwise. Other libraries log their warnings.
+    Spark's lines (``k2k.spark``) pass as they come: Spark filters them by its own level
+    (``--spark-log-level``).
+    """
+    level = quiet - 10 * verbosity
+    if sys.stderr.isatty():
+        from k2k.observability.display import terminal_log_handler
+
+        handler = terminal_log_handler()
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.set_name(_HANDLER_NAME)
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if h.get_name() == _HANDLER_NAME]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+    logging.getLogger("k2k").setLevel(max(level, logging.DEBUG))
+    logging.getLogger("k2k.librdkafka").setLevel(
+        logging.DEBUG if level < logging.DEBUG else logging.WARNING
     )
-    logging.getLogger("k2k").setLevel(logging.INFO)
+    logging.getLogger("k2k.spark").setLevel(logging.DEBUG)
     logging.getLogger("py4j").setLevel(logging.ERROR)
 
 
@@ -99,7 +126,21 @@ def main() -> None:
     "take them all over when none is (active/standby pairs).",
 )
 @_TELEMETRY
-@click.option("-v", "--verbose", is_flag=True, help="Log planner decisions (INFO level).")
+@click.option(
+    "--spark-log-level",
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    envvar="K2K_SPARK_LOG_LEVEL",
+    help="Spark's own log level, for debugging Spark (default: ERROR, or spark.log.level in "
+    "spark.conf; this option wins). Spark's lines are logged as k2k.spark.",
+)
+@click.option(
+    "-v",
+    "--verbose",
+    count=True,
+    help="Log more. Default: k2k's INFO lines (start-up steps, members, leases, cluster "
+    "outages) and every warning; -v adds k2k's DEBUG lines, -vv also librdkafka's own lines "
+    "(each connection attempt).",
+)
 @one_line_errors
 def start(
     files: Sequence[str],
@@ -107,7 +148,8 @@ def start(
     instance: str | None,
     standby: bool,
     telemetry: bool,
-    verbose: bool,
+    spark_log_level: str | None,
+    verbose: int,
 ) -> None:
     """Run the replication pipeline described by the YAML file(s).
 
@@ -121,8 +163,10 @@ def start(
     from k2k.observability.display import final_summary, make_display
     from k2k.pipeline.planner import Planner
 
-    _setup_logging(verbose)
+    _setup_logging(verbose, quiet=logging.INFO)
     cfg = load_pipeline(list(files))
+    if spark_log_level is not None:
+        cfg = _with_spark_conf(cfg, LOG_LEVEL_KEY, spark_log_level.upper())
     if telemetry:
         _check_telemetry_environment()
     display = make_display(cfg.name, tty=sys.stderr.isatty())
@@ -171,6 +215,12 @@ def start(
         for s, handler in previous.items():
             signal.signal(s, handler)
     click.echo(final_summary(cfg.name, stats), err=True)
+
+
+def _with_spark_conf(cfg: PipelineConfig, key: str, value: str) -> PipelineConfig:
+    """``cfg`` with ``spark.conf[key] = value`` (the model is frozen: a changed copy)."""
+    spark = cfg.spark.model_copy(update={"conf": {**cfg.spark.conf, key: value}})
+    return cfg.model_copy(update={"spark": spark})
 
 
 @main.command()
@@ -243,7 +293,13 @@ def _move_options(command: Callable[..., Any]) -> Callable[..., Any]:
                 "e.g. killed less than graceWindow ago).",
             ),
             click.option("--yes", is_flag=True, help="Write without asking."),
-            click.option("-v", "--verbose", is_flag=True, help="Log claims and fencing."),
+            click.option(
+                "-v",
+                "--verbose",
+                count=True,
+                help="Log claims and fencing (INFO); -vv k2k's DEBUG lines, -vvv also "
+                "librdkafka's own.",
+            ),
         ]
     ):
         command = option(command)
@@ -266,7 +322,7 @@ def offsets_set(
     all_topics: bool,
     force: bool,
     yes: bool,
-    verbose: bool,
+    verbose: int,
     offset: int | None,
     to_timestamp: str | None,
     to_earliest: bool,
@@ -293,7 +349,7 @@ def offsets_reset(
     all_topics: bool,
     force: bool,
     yes: bool,
-    verbose: bool,
+    verbose: int,
 ) -> None:
     """Move committed positions to the earliest offsets (replicate everything again)."""
     from k2k.admin.offsets import Destination
@@ -309,14 +365,13 @@ def _move(
     to: Destination,
     force: bool,
     yes: bool,
-    verbose: bool,
+    verbose: int,
 ) -> None:
     """Plan, print, confirm, write: the body of ``offsets set`` and ``offsets reset``."""
     from k2k.admin.offsets import NotConfirmed, apply_plan, plan_move
     from k2k.config import load_pipeline
 
-    if verbose:
-        _setup_logging(True)
+    _setup_logging(verbose)
     cfg = load_pipeline(list(files))
     plan = plan_move(
         cfg, topic=topic, partition=partition, all_topics=all_topics, to=to, force=force
@@ -348,9 +403,14 @@ def offset_mapping() -> None:
     "cut-overs, tests). Without it, pass every groups.pollInterval until SIGINT/SIGTERM.",
 )
 @_TELEMETRY
-@click.option("-v", "--verbose", is_flag=True, help="Log every pass (INFO level).")
+@click.option(
+    "-v",
+    "--verbose",
+    count=True,
+    help="Log every pass (INFO); -vv k2k's DEBUG lines, -vvv also librdkafka's own.",
+)
 @one_line_errors
-def offset_mapping_start(files: Sequence[str], once: bool, telemetry: bool, verbose: bool) -> None:
+def offset_mapping_start(files: Sequence[str], once: bool, telemetry: bool, verbose: int) -> None:
     """Keep the target's consumer groups at the translated positions of the source's.
 
     Reads the app's configuration (K2K's Offset Mapping layout); a replicator pipeline file

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
@@ -40,6 +42,9 @@ class ClusterView:
         self.bootstrap = conf.get("bootstrap.servers", "?")
         self.timeout_s = timeout_s
         self.last_client_error: KafkaError | None = None
+        #: False while the last probe went unanswered (see :meth:`probe`): callers that retry
+        #: anyway log their own failures at DEBUG then, the outage is reported once.
+        self.answering = True
         self.admin = build_admin(conf, on_error=self._on_client_error)
 
     def _failure(self, exc: KafkaException, doing: str) -> ClusterError:
@@ -50,6 +55,28 @@ class ClusterView:
         """librdkafka reports why it cannot connect (e.g. SASL failures) only here; requests
         just time out. Kept so the failure message can name the real cause."""
         self.last_client_error = err
+
+    def probe(self) -> Future[Any]:
+        """Ask the cluster for its brokers (a metadata request without topics: small, and it
+        needs no ACL); the future fails when no answer arrives within ``timeout_s``.
+        Judge the outcome with :meth:`probe_failure`."""
+        return self.admin.describe_cluster(request_timeout=self.timeout_s)
+
+    def probe_failure(self, probe: Future[Any]) -> str | None:
+        """None when the finished ``probe`` was answered, else why not: the client's last
+        background error (it names the broker and the cause: refused, TLS, SASL), or the
+        probe's own error when there is none."""
+        self.admin.poll(0)  # serve queued error callbacks and log lines
+        exc = probe.exception()
+        self.answering = exc is None
+        if exc is None:
+            self.last_client_error = None  # a later failure must not quote an old cause
+            return None
+        cause = self.last_client_error
+        if cause is not None:
+            return cause.str() or cause.name()
+        err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+        return err.str() if isinstance(err, KafkaError) else str(exc)
 
     def topics(self) -> dict[str, TopicInfo]:
         """Every topic the principal can see (fails within ``timeout_s`` when unreachable)."""

@@ -9,11 +9,12 @@ picklable: runners build theirs inside the Spark task.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping
 
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient
+
+from k2k.kafka.clientlog import CLIENT_LOG
 
 __all__ = [
     "CONSUMER_DEFAULTS",
@@ -142,39 +143,28 @@ ErrorCallback = Callable[[KafkaError], None]
 
 
 def build_consumer(conf: Mapping[str, str], on_error: ErrorCallback | None = None) -> Consumer:
-    """A consumer with exactly ``conf`` (see :func:`consumer_settings` for k2k's layers)."""
-    settings: dict[str, object] = dict(conf)
-    if on_error is not None:
-        settings["error_cb"] = on_error
-    return Consumer(settings)
-
-
-class _DropGaplessNotice(logging.Filter):
-    """librdkafka warns on every producer that ``enable.gapless.guarantee`` (which k2k
-    forces, see ``PRODUCER_FORCED``) is experimental; users can do nothing about it."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "enable.gapless.guarantee is experimental" not in record.getMessage()
-
-
-#: librdkafka's own log lines from producers (served by ``poll``), minus the notice above.
-_PRODUCER_LOG = logging.getLogger("k2k.librdkafka.producer")
-_PRODUCER_LOG.addFilter(_DropGaplessNotice())
+    """A consumer with exactly ``conf`` (see :func:`consumer_settings` for k2k's layers);
+    librdkafka's log lines go through :data:`~k2k.kafka.clientlog.CLIENT_LOG`."""
+    return Consumer(_with_callbacks(conf, on_error))
 
 
 def build_producer(conf: Mapping[str, str], on_error: ErrorCallback | None = None) -> Producer:
     """A producer with exactly ``conf`` (see :func:`producer_settings`); librdkafka's log
-    lines go to the ``k2k.librdkafka.producer`` logger."""
-    settings: dict[str, object] = dict(conf)
+    lines go through :data:`~k2k.kafka.clientlog.CLIENT_LOG`."""
+    return Producer(_with_callbacks(conf, on_error))
+
+
+def _with_callbacks(conf: Mapping[str, str], on_error: ErrorCallback | None) -> dict[str, object]:
+    settings: dict[str, object] = {**conf, "logger": CLIENT_LOG}
     if on_error is not None:
         settings["error_cb"] = on_error
-    settings.setdefault("logger", _PRODUCER_LOG)
-    return Producer(settings)
+    return settings
 
 
 def build_admin(conf: Mapping[str, str], on_error: ErrorCallback | None = None) -> AdminClient:
-    """An admin client with exactly ``conf``."""
-    if on_error is None:
-        return AdminClient(dict(conf))
+    """An admin client with exactly ``conf``; its log lines (served by ``poll``) go through
+    :data:`~k2k.kafka.clientlog.CLIENT_LOG`."""
     # The stub types the config dict as plain values; callbacks go in as keyword settings.
-    return AdminClient(dict(conf), error_cb=on_error)
+    if on_error is None:
+        return AdminClient(dict(conf), logger=CLIENT_LOG)
+    return AdminClient(dict(conf), logger=CLIENT_LOG, error_cb=on_error)

@@ -33,6 +33,7 @@ __all__ = [
     "cluster_error",
     "describe",
     "fatal_cause",
+    "is_unreachable",
     "kafka_error_of",
 ]
 
@@ -78,6 +79,12 @@ _TRANSIENT = frozenset(
     }
 )
 
+#: Errors that only say a cluster (or one of its brokers) cannot be reached right now. They
+#: arrive several times a second per client during an outage; librdkafka reconnects by
+#: itself, and ``k2k start`` reports the outage once per cluster instead
+#: (:mod:`k2k.observability.reachability`).
+_UNREACHABLE = frozenset({KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE})
+
 _HINTS = {
     KafkaError.MSG_SIZE_TOO_LARGE: (
         "the record is larger than the target allows; raise the target topic's "
@@ -120,6 +127,18 @@ def classify(err: KafkaError) -> Outcome:
     if err.retriable() or err.code() in _TRANSIENT:
         return Outcome.RETRY
     return Outcome.FAIL
+
+
+def is_unreachable(err: KafkaError) -> bool:
+    """True for a non-fatal "cannot reach the broker(s)" error (connection refused or lost,
+    name not resolved, all brokers down): transient, and not worth a line of its own.
+
+    >>> is_unreachable(KafkaError(KafkaError._TRANSPORT, "Connection refused"))
+    True
+    >>> is_unreachable(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION))
+    False
+    """
+    return err.code() in _UNREACHABLE and not err.fatal()
 
 
 #: A fatal producer error (gapless guarantee) wraps the broker's error in its text only.

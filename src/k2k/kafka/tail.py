@@ -18,7 +18,7 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Messag
 
 from k2k.errors import ClusterError
 from k2k.kafka.factory import build_consumer
-from k2k.kafka.faults import cluster_error, describe
+from k2k.kafka.faults import cluster_error, describe, is_unreachable
 
 __all__ = ["SyncTimeout", "TopicTail"]
 
@@ -119,6 +119,10 @@ class TopicTail:
 
     def _take(self, m: Message, handle: Handler) -> None:
         err, part, offset = m.error(), m.partition(), m.offset()
+        if err is not None and is_unreachable(err):
+            # The consumer reconnects by itself; catch_up stays bounded by its timeout, and
+            # k2k start reports the outage once (k2k.observability.reachability).
+            return
         if err is not None and err.code() != KafkaError._PARTITION_EOF:
             raise ClusterError(f"reading {self.topic} on the target: {describe(err)}")
         # Records and EOF events of an assigned partition always carry both.

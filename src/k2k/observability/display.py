@@ -3,11 +3,17 @@
 Throughput is derived from committed progress (offsets move when a batch commits), so it is
 what has durably reached the target, not what is in flight. Lag is the source's latest
 (read-committed) offsets minus committed progress — or, with ``--until-caught-up``, the end
-offsets captured at start minus committed progress.
+offsets captured at start minus committed progress; then both also show how much of that is
+done and, at the current throughput, how long the rest takes.
+
+On a terminal the panel and k2k's log lines share one rich :class:`~rich.console.Console`
+(:func:`stderr_console`, :func:`terminal_log_handler`), so a log line printed while the
+panel is shown goes above it instead of tearing it.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections import deque
@@ -17,8 +23,17 @@ from rich.live import Live
 from rich.table import Table
 
 from k2k.observability.stats import PipelineStats
+from k2k.observability.units import duration_text
 
-__all__ = ["LiveDisplay", "LogDisplay", "final_summary", "make_display"]
+__all__ = [
+    "LiveDisplay",
+    "LogDisplay",
+    "final_summary",
+    "make_display",
+    "progress_text",
+    "stderr_console",
+    "terminal_log_handler",
+]
 
 log = logging.getLogger("k2k")
 
@@ -40,21 +55,76 @@ class _Rate:
         return (total - v0) / (now - t0) if now > t0 else 0.0
 
 
+@functools.cache
+def stderr_console() -> Console:
+    """The one rich console on stderr, shared by the live panel and the log handler."""
+    return Console(stderr=True)
+
+
+def terminal_log_handler() -> logging.Handler:
+    """k2k's log lines on a terminal: rich's handler on :func:`stderr_console`."""
+    from rich.logging import RichHandler
+
+    return RichHandler(
+        console=stderr_console(),
+        show_path=False,
+        markup=False,
+        rich_tracebacks=False,
+        omit_repeated_times=False,
+        log_time_format="%H:%M:%S",
+    )
+
+
+class _Progress:
+    """With ``--until-caught-up``: the lag at the first tick is the whole job (it only
+    falls: the end offsets are fixed at start and committed progress only grows)."""
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    def text(self, stats: PipelineStats, rate: float) -> str | None:
+        if stats.ends is None:
+            return None
+        self.total = max(self.total, stats.lag)
+        return progress_text(self.total, stats.lag, rate)
+
+
+def progress_text(total: int, lag: int, rate: float) -> str:
+    """How much of ``total`` records is done and how long the ``lag`` left takes at ``rate``
+    records per second.
+
+    >>> progress_text(273_000, 150_000, 1_500.0)
+    '45.1 % of 273,000 records, about 100 s left'
+    >>> progress_text(1_000, 1_000, 0.0), progress_text(0, 0, 0.0)
+    ('0.0 % of 1,000 records, time left unknown (no recent progress)', '100.0 % of 0 records, done')
+    """
+    done = 100.0 if total == 0 else 100.0 * (total - lag) / total
+    if lag == 0:
+        left = "done"
+    elif rate <= 0:
+        left = "time left unknown (no recent progress)"
+    else:
+        left = f"about {duration_text(lag / rate)} left"
+    return f"{done:.1f} % of {total:,} records, {left}"
+
+
 class LiveDisplay:
-    """A rich panel refreshed on every planner tick (about twice a second)."""
+    """A rich panel refreshed on every planner tick (about twice a second). It appears at
+    the first tick (the first lease): until then the start-up steps are log lines."""
 
     def __init__(self, pipeline: str, console: Console | None = None) -> None:
         self.pipeline = pipeline
-        self.console = console or Console(stderr=True)
+        self.console = console or stderr_console()
         self.rate = _Rate()
+        self.progress = _Progress()
         self.base: int | None = None
         self.live = Live(console=self.console, refresh_per_second=4, transient=False)
-        self.live.start()
 
     def __call__(self, stats: PipelineStats) -> None:
         total = stats.replicated_offsets
         if self.base is None:
             self.base = total
+            self.live.start()
         rate = self.rate.update(total)
         table = Table.grid(padding=(0, 2))
         table.add_row("pipeline", f"[bold]{self.pipeline}[/bold]")
@@ -63,11 +133,14 @@ class LiveDisplay:
         table.add_row("committed since start", f"{total - self.base:,} records")
         table.add_row("throughput", f"{rate:,.0f} records/s")
         table.add_row("remaining lag", f"{stats.lag:,} records")
+        progress = self.progress.text(stats, rate)
+        if progress is not None:
+            table.add_row("until caught up", progress)
         table.add_row("lease", str(stats.leases))
         self.live.update(table)
 
     def close(self) -> None:
-        self.live.stop()
+        self.live.stop()  # also when it never started
 
 
 class LogDisplay:
@@ -77,21 +150,24 @@ class LogDisplay:
         self.pipeline = pipeline
         self.interval_s = interval_s
         self.rate = _Rate()
+        self.progress = _Progress()
         self.next_at = time.monotonic() + interval_s
 
     def __call__(self, stats: PipelineStats) -> None:
         rate = self.rate.update(stats.replicated_offsets)
+        progress = self.progress.text(stats, rate)  # on every tick: the first lag is the total
         now = time.monotonic()
         if now < self.next_at:
             return
         self.next_at = now + self.interval_s
         log.info(
-            "%s: %s records/s, lag %s records over %d partitions (lease %d)",
+            "%s: %s records/s, lag %s records over %d partitions (lease %d)%s",
             self.pipeline,
             f"{rate:,.0f}",
             f"{stats.lag:,}",
             len(stats.committed),
             stats.leases,
+            "" if progress is None else f"; until caught up: {progress}",
         )
 
     def close(self) -> None:

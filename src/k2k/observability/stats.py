@@ -95,7 +95,9 @@ class LiveStats:
             try:
                 stats.latest = self.source.offsets(list(stats.latest), "latest")
             except K2KError as exc:
-                log.warning("could not refresh source end offsets: %s", exc)
+                # The lag shown keeps its last value. Every 2 s during an outage: the outage
+                # itself is reported once, by k2k.observability.reachability.
+                log.debug("could not refresh source end offsets: %s", exc)
         for rec in self.progress.poll():
             tp = (rec.topic, rec.partition)
             stats.committed[tp] = max(stats.committed.get(tp, 0), rec.offset)

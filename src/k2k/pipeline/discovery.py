@@ -97,7 +97,9 @@ class Discovery:
         try:
             current = self.source.topics()
         except K2KError as exc:
-            log.warning("topic discovery failed: %s", exc)
+            # An unreachable source is reported once, by k2k.observability.reachability.
+            level = logging.WARNING if self.source.answering else logging.DEBUG
+            log.log(level, "topic discovery failed: %s", exc)
             return False
         for name, info in current.items():
             if not self.selection.should_replicate(name) or self.router.route(name) is None:

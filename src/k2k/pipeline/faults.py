@@ -7,7 +7,8 @@ three ends, decided by :func:`k2k.kafka.faults.classify`:
   uncommitted work is void, and the planner re-plans (not an error);
 * **fail** — :class:`k2k.errors.ReplicationError` with the reason and, where known, the
   record's locator; committed progress stays valid;
-* **retry** — transient errors are librdkafka's to retry: logged, the copy goes on.
+* **retry** — transient errors are librdkafka's to retry: logged (connection failures only at
+  DEBUG: the driver reports an unreachable cluster), the copy goes on.
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ from collections.abc import Sequence
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from k2k.errors import K2KError, ReplicationError
-from k2k.kafka.faults import Outcome, classify, describe, fatal_cause, kafka_error_of
+from k2k.kafka.faults import (
+    Outcome,
+    classify,
+    describe,
+    fatal_cause,
+    is_unreachable,
+    kafka_error_of,
+)
 
 __all__ = ["Fenced", "RunnerFaults", "record_error"]
 
@@ -53,6 +61,10 @@ class RunnerFaults:
             self.fenced_by = err  # the failing call raises too (maybe only as _FATAL)
         elif outcome is Outcome.FAIL and err.fatal():
             self.fail(f"fatal client error: {describe(err)}")
+        elif is_unreachable(err):
+            # Several a second per client during an outage; the driver reports the outage
+            # once per cluster (k2k.observability.reachability).
+            log.debug("Kafka client: %s", describe(err))
         elif self._transient_logged < _LOGGED_TRANSIENT:
             self._transient_logged += 1
             log.warning("Kafka client: %s", describe(err))

@@ -32,6 +32,7 @@ from k2k.controltopics import ensure_control_topics
 from k2k.coordination.assignment import StandDown, default_member_name
 from k2k.coordination.progress import ProgressStore
 from k2k.errors import ReplicationError
+from k2k.observability.reachability import ClusterWatch
 from k2k.observability.stats import LiveStats, PipelineStats
 from k2k.pipeline.channel import LeaseControl
 from k2k.pipeline.discovery import Discovery
@@ -89,6 +90,9 @@ class Planner:
         self.on_tick = on_tick
         self.stats = PipelineStats()
         self.discovery = Discovery(cfg)
+        self.watch = ClusterWatch(
+            {"source": self.discovery.source, "target": self.discovery.target}
+        )
         self.positions = StartPositions()
         self.member = member or default_member_name()
         self.standby = standby
@@ -139,6 +143,7 @@ class Planner:
     def close(self) -> None:
         """Runs on: driver. Leave the commit group, then close the lease channel, the
         progress store and the Spark session this planner started (idempotent)."""
+        self.watch.close()
         if self.membership is not None:
             self.membership.close()
             self.membership = None
@@ -162,10 +167,14 @@ class Planner:
     def _prepare(self) -> _Prepared:
         cfg = self.cfg
         commit = cfg.coordination.commit
+        log.info("connecting to the source at %s", self.discovery.source.bootstrap)
         self.discovery.source.topics()  # reachability first: a bounded, named failure
+        log.info("checking control topics on the target at %s", self.discovery.target.bootstrap)
         commit_partitions, assignment_partitions, mapping_partitions = ensure_control_topics(
             cfg, self.discovery.target
         )
+        self.watch.start()  # both answered: from now on an outage is reported (and when it ends)
+        log.info("joining commit group %s", cfg.commit_group)
         self.membership = Membership(cfg, self.member, self.standby, assignment_partitions)
         self.membership.join()
         self.progress = ProgressStore(
@@ -176,8 +185,10 @@ class Planner:
             on_sync_timeout=cfg.error_handling.on_commit_sync_timeout,
             on_bad_record=cfg.error_handling.on_control_message_deserialization_error,
         )
+        log.info("reading committed progress from %s", commit.topic)
         self.positions.load({tp: rec.offset for tp, rec in self.progress.load().items()})
         self._discover()
+        log.info("source topics selected: %d", self.stats.topics)
         if self.until_caught_up:
             self.stats.ends = self.discovery.source.offsets(self.discovery.partitions(), "latest")
         self.stats.committed = dict(self.positions.starts)
@@ -216,6 +227,7 @@ class Planner:
     def _start_spark(self) -> SparkSession:
         if self.spark is None:
             cfg = self.cfg
+            log.info("starting Spark (master %s)", cfg.spark.master)
             self.spark = start_spark(f"k2k:{cfg.name}", cfg.spark.master, dict(cfg.spark.conf))
             if self.after_spark_start is not None:
                 self.after_spark_start()  # e.g. take SIGINT back from PySpark's own handler
@@ -257,7 +269,10 @@ class Planner:
         spec = dataclasses.replace(
             prepared.template, lease_id=self.stats.leases, topics=self.discovery.plans()
         )
-        log.debug("lease %d: %d groups over %d partitions", spec.lease_id, len(groups), len(ranges))
+        level = logging.INFO if spec.lease_id == 1 else logging.DEBUG  # the last start-up step
+        log.log(
+            level, "lease %d: %d groups over %d partitions", spec.lease_id, len(groups), len(ranges)
+        )
         claims = {(t, p): c for g in groups for t, p, c in g.claims}
         summaries = job.run(
             spec,

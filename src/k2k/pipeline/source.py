@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from k2k.errors import ReplicationError
 from k2k.kafka.factory import build_consumer
-from k2k.kafka.faults import Outcome, classify, describe
+from k2k.kafka.faults import Outcome, classify, describe, is_unreachable
 from k2k.pipeline.commit.ledger import TP, Positions
 from k2k.pipeline.plan import PartitionOutcome, PartitionRange
 
@@ -92,7 +92,8 @@ class SourceReader:
             return
         where = f"{m.topic()}[{m.partition()}]"
         if classify(err) is Outcome.RETRY:
-            log.warning("source %s: %s (retrying)", where, describe(err))
+            level = logging.DEBUG if is_unreachable(err) else logging.WARNING  # as in faults.py
+            log.log(level, "source %s: %s (retrying)", where, describe(err))
             return
         raise ReplicationError(f"reading source {where} failed: {describe(err)}")
 

@@ -9,22 +9,39 @@ executors' Python).
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
+import threading
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["spark_error_line", "start_spark"]
+__all__ = ["JvmOutput", "jvm_line", "spark_error_line", "spark_settings", "start_spark"]
+
+#: The JVM's output, and in local mode the runners' stderr (see :class:`JvmOutput`).
+log = logging.getLogger("k2k.spark")
 
 _QUIET_LOG = Path(__file__).with_name("spark-log4j2.properties")
 
-#: Spark settings k2k chooses unless ``spark.conf`` says otherwise.
+#: Spark's own setting for its log level (applied as if ``SparkContext.setLogLevel`` were
+#: called at start). k2k also starts the JVMs at that level, so that raising it shows
+#: Spark's start-up too (see spark-log4j2.properties); ``k2k start --spark-log-level`` sets it.
+LOG_LEVEL_KEY = "spark.log.level"
+#: Spark's log level unless ``spark.conf`` or ``--spark-log-level`` says otherwise.
+DEFAULT_LOG_LEVEL = "ERROR"
+#: The levels Spark accepts for ``spark.log.level``.
+LOG_LEVELS = ("ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
+
+#: Spark settings k2k chooses unless ``spark.conf`` says otherwise; the JVM options are
+#: joined with the user's instead (see :func:`spark_settings`).
 SPARK_DEFAULTS: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -36,27 +53,127 @@ SPARK_DEFAULTS: dict[str, str] = {
     ),
     "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_QUIET_LOG}",
 }
+_JAVA_OPTIONS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
 
 
 #: A speculative copy of a runner task would be a second writer for the same partitions.
 SPARK_FORCED: dict[str, str] = {"spark.speculation": "false"}
 
 
+def spark_settings(conf: Mapping[str, str]) -> dict[str, str]:
+    """k2k's defaults < ``conf`` < the forced settings. The JVM options are joined, k2k's
+    first, so that a user's option of the same name wins without losing the others (the
+    quiet logging above all).
+
+    >>> s = spark_settings({"spark.driver.extraJavaOptions": "-Xss4m", "spark.log.level": "info"})
+    >>> s["spark.log.level"], s["spark.driver.extraJavaOptions"].split()[-2:]
+    ('INFO', ['-Dk2k.spark.logLevel=INFO', '-Xss4m'])
+    """
+    level = conf.get(LOG_LEVEL_KEY, DEFAULT_LOG_LEVEL).upper()
+    settings = {**SPARK_DEFAULTS, **conf, **SPARK_FORCED, LOG_LEVEL_KEY: level}
+    for key in _JAVA_OPTIONS:
+        ours = f"{SPARK_DEFAULTS[key]} -Dk2k.spark.logLevel={level}"
+        settings[key] = f"{ours} {conf[key]}" if key in conf else ours
+    return settings
+
+
 def start_spark(app_name: str, master: str, conf: dict[str, str]) -> SparkSession:
-    """Runs on: driver. Start (or join) the session for ``master`` with k2k's defaults under
-    ``conf`` and its forced settings over it; ships the k2k package to remote executors."""
+    """Runs on: driver. Start (or join) the session for ``master`` with
+    :func:`spark_settings`; ships the k2k package to remote executors. The JVM's stderr
+    (in local mode also the runners') reaches k2k's log through :class:`JvmOutput`."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession  # imported late: pyspark is slow to import
 
-    builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in {**SPARK_DEFAULTS, **conf, **SPARK_FORCED}.items():
+    settings = {**spark_settings(conf), "spark.master": master, "spark.app.name": app_name}
+    _launch_jvm(settings)
+    builder = SparkSession.builder
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.setLogLevel(settings[LOG_LEVEL_KEY])  # also for a session that existed
     if not master.startswith("local"):
         spark.sparkContext.addPyFile(_package_zip())
     return spark
+
+
+def _launch_jvm(settings: Mapping[str, str]) -> None:
+    """Start Spark's JVM, unless this process has one, with its stderr read by
+    :class:`JvmOutput` (PySpark's ``popen_kwargs`` hook: "e.g., capturing stdout/stderr")."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:  # PySpark's own check, in SparkContext.__init__
+        return
+    spark_conf = SparkConf(loadDefaults=False).setAll(list(settings.items()))
+    gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": subprocess.PIPE})
+    if gateway.proc is not None:  # None: PySpark joined a gateway it did not start
+        JvmOutput(gateway.proc.stderr).start()
+    SparkContext._ensure_initialized(gateway=gateway)
+
+
+#: What the JVM prints at start whatever the log level: noise to k2k's users.
+_BANNER = (
+    "WARNING: Using incubator modules:",
+    "Setting default log level to",
+    "To adjust logging level use sc.setLogLevel",
+    "Using Spark's default log4j profile",
+)
+#: A line in the layout of spark-log4j2.properties: time, level, logger.
+_LOG4J_LINE = re.compile(r"\d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR|FATAL) (.*)")
+_LOG4J_LEVELS = {
+    "TRACE": logging.DEBUG,
+    "DEBUG": logging.DEBUG,
+    "INFO": logging.INFO,
+    "WARN": logging.WARNING,
+    "ERROR": logging.ERROR,
+    "FATAL": logging.CRITICAL,
+}
+
+
+def jvm_line(line: str, previous: int) -> tuple[int, str] | None:
+    """The level and text one line of the JVM's stderr is logged with (``previous``: the
+    level of the line before); None for a start-up banner line or an empty one.
+
+    A log4j line keeps its level (the time is k2k's to add); an exception's lines (its name,
+    indented frames, ``Caused by:``) continue the one before; anything else (the runners'
+    stderr: Python's warnings and errors) is a warning.
+
+    >>> jvm_line("12:00:01 ERROR Executor: Exception in task 0.0", logging.INFO)
+    (40, 'Executor: Exception in task 0.0')
+    >>> jvm_line("    at org.apache.spark.Foo(Foo.scala:1)", logging.ERROR)
+    (40, '    at org.apache.spark.Foo(Foo.scala:1)')
+    >>> jvm_line("WARNING: Using incubator modules: jdk.incubator.vector", logging.INFO)
+    """
+    if not line.strip() or line.startswith(_BANNER):
+        return None
+    m = _LOG4J_LINE.fullmatch(line)
+    if m:
+        return _LOG4J_LEVELS[m.group(1)], m.group(2)
+    if line[0].isspace() or line.startswith("Caused by:") or _EXCEPTION_LINE.match(line):
+        return previous, line
+    return logging.WARNING, line
+
+
+class JvmOutput(threading.Thread):
+    """Runs on: driver, a daemon thread for the life of the JVM. Logs each line the JVM
+    writes to stderr (see :func:`jvm_line`) to the ``k2k.spark`` logger, so that it goes
+    through k2k's one handler (on a terminal above the live panel, never through it).
+
+    It must never stop reading while the JVM runs: a full pipe would block the JVM's
+    logging, and with it the runners' stderr."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        super().__init__(name="k2k-spark-output", daemon=True)
+        self.stream = stream
+
+    def run(self) -> None:
+        level = logging.WARNING
+        for raw in iter(self.stream.readline, b""):
+            parsed = jvm_line(raw.decode(errors="replace").rstrip("\r\n"), level)
+            if parsed is not None:
+                level, text = parsed
+                log.log(level, "%s", text)
 
 
 def spark_error_line(exc: object) -> str:
