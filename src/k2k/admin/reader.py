@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import KafkaException, Message, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from k2k.config import PipelineConfig
@@ -34,6 +34,7 @@ from k2k.formats import MemberRecord, OwnerRecord, ProgressRecord, read_assignme
 from k2k.kafka.admin import ClusterView, TopicInfo
 from k2k.kafka.factory import build_consumer
 from k2k.kafka.faults import cluster_error
+from k2k.kafka.peek import first_records, peek_settings
 from k2k.kafka.tail import SyncTimeout, TopicTail
 
 __all__ = [
@@ -238,41 +239,12 @@ class PipelineReader:
         if not starts:
             return {}
         cfg = self.cfg
-        conf = {
-            **cfg.source_client("consumer"),
-            "group.id": f"k2k.{cfg.name}",  # the runners' id: same ACLs; never joined
-            "enable.auto.commit": "false",
-            "enable.auto.offset.store": "false",
-            "enable.partition.eof": "true",
-            "isolation.level": "read_committed",
-            "auto.offset.reset": "error",
-            "queued.min.messages": "1",
-            "fetch.wait.max.ms": "50",
-        }
+        conf = peek_settings(cfg.source_client("consumer"), f"k2k.{cfg.name}")
         consumer = build_consumer(conf)
         try:
             consumer.assign([TopicPartition(t, p, o) for (t, p), o in starts.items()])
-            return _first_records(consumer, set(starts), self.source.timeout_s)
+            return first_records(consumer, set(starts), self.source.timeout_s)
         except KafkaException as exc:
             raise cluster_error(exc, "source", self.source.bootstrap, "reading records") from None
         finally:
             consumer.close()
-
-
-def _first_records(consumer: Consumer, pending: set[TP], timeout_s: float) -> dict[TP, int | None]:
-    """Consume until every partition of ``pending`` gave a record or its end (see
-    :meth:`PipelineReader.first_timestamps`); pauses each partition once it has."""
-    found: dict[TP, int | None] = {}
-    deadline = time.monotonic() + timeout_s
-    while pending and (left := deadline - time.monotonic()) > 0:
-        for m in consumer.consume(len(pending) + 1, min(left, 0.2)):
-            topic, part, err = m.topic(), m.partition(), m.error()
-            if topic is None or part is None or (topic, part) not in pending:
-                continue
-            eof = err is not None and err.code() == KafkaError._PARTITION_EOF
-            ts = m.timestamp()[1] if err is None else None
-            if eof or (ts is not None and ts >= 0):
-                found[(topic, part)] = ts  # else an error or no timestamp: left unknown
-            pending.discard((topic, part))
-            consumer.pause([TopicPartition(topic, part)])
-    return found

@@ -8,12 +8,29 @@ and the metrics. The caller assigns its ``read_committed`` consumer (with
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-__all__ = ["first_records"]
+__all__ = ["first_records", "peek_settings"]
 
 TP = tuple[str, int]
+
+
+def peek_settings(consumer_conf: Mapping[str, str], group_id: str) -> dict[str, str]:
+    """A consumer that peeks: assigned, never joined, reporting each partition's end, and
+    returning as soon as one record is there. ``group_id``: the runners' (same ACLs)."""
+    return {
+        **consumer_conf,
+        "group.id": group_id,
+        "enable.auto.commit": "false",
+        "enable.auto.offset.store": "false",
+        "enable.partition.eof": "true",
+        "isolation.level": "read_committed",
+        "auto.offset.reset": "error",
+        "queued.min.messages": "1",
+        "fetch.wait.max.ms": "50",
+    }
 
 
 def first_records(consumer: Consumer, pending: set[TP], timeout_s: float) -> dict[TP, int | None]:

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from k2k.controltopics import ensure_metrics_topic
 from k2k.kafka.admin import ClusterView
-from k2k.kafka.factory import producer_settings
-from k2k.metrics.kafka_exporter import KafkaMetricExporter
+from k2k.metrics.kafka_exporter import kafka_exporter_factory
 from k2k.metrics.telemetry import HistogramBounds, Telemetry
 
 if TYPE_CHECKING:
@@ -80,20 +78,10 @@ def app_metrics(cfg: OffsetMappingAppConfig, target: ClusterView, *, instance: s
     instruments on it."""
     prefix = cfg.metrics.prefix.offset_mapping_app
 
-    def kafka_exporter() -> KafkaMetricExporter:
-        topic = ensure_metrics_topic(
-            cfg.metrics.kafka.topic,
-            cfg.topic_creation,
-            validate=cfg.features.validate_control_topic_settings,
-            target=target,
-        )
-        producer = producer_settings(cfg.target_client("producer"), False, exactly_once=False)
-        return KafkaMetricExporter(producer, topic, instance=instance, pipeline=cfg.name)
-
     telemetry = Telemetry(
         instance=instance,
         attributes={"k2k.app": cfg.name},
         histograms=[HistogramBounds(prefix + "pass.duration", _PASS_BOUNDS_S)],
-        kafka_exporter=kafka_exporter,
+        kafka_exporter=kafka_exporter_factory(cfg, target, instance),
     )
     return AppMetrics(telemetry, prefix, cfg.name)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message
@@ -23,11 +23,15 @@ from opentelemetry.sdk.metrics.export import (
     Sum,
 )
 
+from k2k.config import PipelineConfig
+from k2k.config.offset_mapping import OffsetMappingAppConfig
+from k2k.controltopics import ensure_metrics_topic
 from k2k.formats.metrics import MetricsRecord
-from k2k.kafka.factory import build_producer
+from k2k.kafka.admin import ClusterView
+from k2k.kafka.factory import build_producer, producer_settings
 from k2k.kafka.faults import describe
 
-__all__ = ["KafkaMetricExporter"]
+__all__ = ["KafkaMetricExporter", "kafka_exporter_factory"]
 
 log = logging.getLogger("k2k.metrics")
 
@@ -131,3 +135,19 @@ def _histogram_point(p: Any) -> dict[str, Any]:
         "bounds": list(p.explicit_bounds),
         "counts": list(p.bucket_counts),
     }
+
+
+def kafka_exporter_factory(
+    cfg: PipelineConfig | OffsetMappingAppConfig, target: ClusterView, instance: str
+) -> Callable[[], KafkaMetricExporter]:
+    """Builds the exporter only when ``OTEL_METRICS_EXPORTER`` names ``kafka``: the metrics
+    topic (``metrics.kafka.topic``) is created or checked then."""
+
+    def build() -> KafkaMetricExporter:
+        topic = cfg.metrics.kafka.topic
+        validate = cfg.features.validate_control_topic_settings
+        ensure_metrics_topic(topic, cfg.topic_creation, validate=validate, target=target)
+        producer = producer_settings(cfg.target_client("producer"), False, exactly_once=False)
+        return KafkaMetricExporter(producer, topic, instance=instance, pipeline=cfg.name)
+
+    return build

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from k2k.kafka.factory import build_consumer
-from k2k.kafka.peek import first_records
+from k2k.kafka.peek import first_records, peek_settings
 
 __all__ = ["REFRESH_S", "OldestUnreplicated"]
 
@@ -30,17 +30,8 @@ class OldestUnreplicated:
     """Runs on: driver. ``oldest()`` answers from what was read last (never blocks) and
     asks for a fresh read of the partitions that lag."""
 
-    def __init__(self, consumer_conf: Mapping[str, str], timeout_s: float) -> None:
-        self._conf = {
-            **consumer_conf,
-            "enable.auto.commit": "false",
-            "enable.auto.offset.store": "false",
-            "enable.partition.eof": "true",
-            "isolation.level": "read_committed",
-            "auto.offset.reset": "error",
-            "queued.min.messages": "1",
-            "fetch.wait.max.ms": "50",
-        }
+    def __init__(self, consumer_conf: Mapping[str, str], group_id: str, timeout_s: float) -> None:
+        self._conf = peek_settings(consumer_conf, group_id)
         self._timeout_s = timeout_s
         self._wanted: dict[TP, int] = {}
         #: Per partition: the offset read, its record's timestamp (ms), when it was read.

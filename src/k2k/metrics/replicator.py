@@ -17,9 +17,7 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from k2k.config import PipelineConfig
-from k2k.controltopics import ensure_metrics_topic
 from k2k.kafka.admin import ClusterView
-from k2k.kafka.factory import producer_settings
 from k2k.metrics.frames import (
     COMMIT_BOUNDS_S,
     LATENCY_BOUNDS_S,
@@ -27,7 +25,7 @@ from k2k.metrics.frames import (
     FrameDeltas,
     RunnerFrame,
 )
-from k2k.metrics.kafka_exporter import KafkaMetricExporter
+from k2k.metrics.kafka_exporter import kafka_exporter_factory
 from k2k.metrics.lag import OldestUnreplicated
 from k2k.metrics.telemetry import HistogramBounds, Telemetry
 
@@ -231,24 +229,14 @@ def replicator_metrics(
     ``OTEL_METRICS_EXPORTER`` names, and the pipeline's instruments on it."""
     prefix = cfg.metrics.prefix.replicator
 
-    def kafka_exporter() -> KafkaMetricExporter:
-        topic = ensure_metrics_topic(
-            cfg.metrics.kafka.topic,
-            cfg.topic_creation,
-            validate=cfg.features.validate_control_topic_settings,
-            target=target,
-        )
-        producer = producer_settings(cfg.target_client("producer"), False, exactly_once=False)
-        return KafkaMetricExporter(producer, topic, instance=member, pipeline=cfg.name)
-
     telemetry = Telemetry(
         instance=member,
         attributes={"k2k.pipeline": cfg.name},
         histograms=replicator_histograms(prefix),
-        kafka_exporter=kafka_exporter,
+        kafka_exporter=kafka_exporter_factory(cfg, target, member),
     )
     ages = OldestUnreplicated(
-        cfg.source_client("consumer"), cfg.source.connect_timeout.total_seconds()
+        cfg.source_client("consumer"), f"k2k.{cfg.name}", cfg.source.connect_timeout.total_seconds()
     )
     return ReplicatorMetrics(
         telemetry,
