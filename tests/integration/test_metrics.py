@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.server
 import threading
+import time
 import urllib.request
 from collections import defaultdict
 from pathlib import Path
@@ -253,3 +254,26 @@ def test_offset_mapping_app_exports_what_its_pass_did(clusters, tmp_path: Path):
         assert target_commits(clusters, "metrics-om-group") == {(target, 0): 5, (target, 1): 12}
     finally:
         receiver.shutdown()
+
+
+def test_lag_seconds_is_the_age_of_the_oldest_unreplicated_record(clusters):
+    """The gauge's source read: committed at offset 3 of 10 -> the age of record 3."""
+    from k2k.metrics.lag import OldestUnreplicated
+
+    topic = "metrics-lag-age"
+    create_topic(clusters.source, topic, 1)
+    produce(
+        clusters.source, topic, [(0, f"k{i}", "v", [], BASE_TS + i * 60_000) for i in range(10)]
+    )
+    ages = OldestUnreplicated({"bootstrap.servers": clusters.source}, "k2k.metrics-lag", 15)
+    try:
+        age = eventually(
+            lambda: ages.oldest({(topic, 0): 3}, {(topic, 0): 7}).get((topic, 0)),
+            timeout=30,
+            interval=0.2,
+        )
+        expected = time.time() - (BASE_TS + 3 * 60_000) / 1000
+        assert abs(age - expected) < 5, (age, expected)
+        assert ages.oldest({(topic, 0): 10}, {(topic, 0): 0}) == {}  # caught up: no read
+    finally:
+        ages.close()
