@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -92,22 +93,26 @@ def pipeline(
     )
 
 
-def cluster_state(bootstrap: str) -> tuple[dict[tuple[str, int], int], set[str]]:
-    """Every partition's high watermark (all topics, internal ones too) and every consumer
-    group: anything written to the cluster changes one of them."""
+def cluster_state(
+    bootstrap: str, mine: Callable[[str], bool]
+) -> tuple[dict[tuple[str, int], int], set[str]]:
+    """The high watermark of every partition of the topics ``mine`` names, and the consumer
+    groups it names: anything the pipeline's commands write changes one of them. Limited
+    to the pipeline's own, so a process of another test cannot make a difference."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     md = admin.list_topics(timeout=30)
     request = {
         TopicPartition(t, p): OffsetSpec.latest()
         for t, tmd in md.topics.items()
+        if mine(t)
         for p in tmd.partitions
     }
     futures = admin.list_offsets(
         request, isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=30
     )
     ends = {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
-    groups = {g.group_id for g in admin.list_consumer_groups(request_timeout=30).result().valid}
-    return ends, groups
+    listed = admin.list_consumer_groups(request_timeout=30).result().valid
+    return ends, {g.group_id for g in listed if mine(g.group_id)}
 
 
 def offsets_topic_created(bootstrap: str) -> None:
@@ -147,7 +152,16 @@ def test_status_of_a_stopped_pipeline_reports_lag_and_writes_nothing(
     # Never started: no control topics (and status creates none), everything behind.
     offsets_topic_created(clusters.source)
     offsets_topic_created(clusters.target)
-    before = cluster_state(clusters.source), cluster_state(clusters.target)
+
+    def mine(name_: str) -> bool:
+        """The pipeline's topics and groups (its control topics and readers carry its name),
+        and the offsets topic a group commit would write to."""
+        return name_ in (t, "__consumer_offsets") or name in name_
+
+    def state() -> tuple:
+        return cluster_state(clusters.source, mine), cluster_state(clusters.target, mine)
+
+    before = state()
     fresh = status(path)
     assert fresh["members"] == []
     for p in (0, 1):
@@ -155,7 +169,7 @@ def test_status_of_a_stopped_pipeline_reports_lag_and_writes_nothing(
         assert part["committed"] is None and part["owner"] is None
         assert (part["position"], part["end"], part["recordsBehind"]) == (0, 15, 15)
         assert part["lagSeconds"] >= 3600  # the first record is BASE_TS, an hour old
-    assert (cluster_state(clusters.source), cluster_state(clusters.target)) == before
+    assert state() == before
 
     run_until_caught_up(spark, tmp_path, doc)
     caught_up = status(path)
@@ -175,12 +189,13 @@ def test_status_of_a_stopped_pipeline_reports_lag_and_writes_nothing(
         "recordsBehind": 0,
         "maxLagSeconds": 0.0,
         "membersAlive": 0,
+        "problems": 0,
     }
 
     # Ten records behind on partition 0, the oldest two minutes old.
     two_minutes_ago = int(time.time() * 1000) - 120_000
     produce(clusters.source, t, [(0, b"late", b"x", [], two_minutes_ago + i) for i in range(10)])
-    before = cluster_state(clusters.source), cluster_state(clusters.target)
+    before = state()
     behind = status(path)
     late = by_partition(behind)[(t, 0)]
     assert (late["committed"], late["end"], late["recordsBehind"]) == (15, 25, 10)
@@ -193,7 +208,7 @@ def test_status_of_a_stopped_pipeline_reports_lag_and_writes_nothing(
     assert "MEMBER" in table and "LAG" in table and IN_PROCESS_MEMBER in table
     assert "total: 2 partitions, 10 records behind" in table
     # Neither cluster saw a write: no record, no topic, no consumer group.
-    assert (cluster_state(clusters.source), cluster_state(clusters.target)) == before
+    assert state() == before
 
 
 @pytest.mark.parametrize("mode", ["at-least-once", "exactly-once"])
@@ -205,7 +220,9 @@ def test_status_of_a_running_pipeline_and_refusal_to_move_its_positions(
     name = topic_name("prun")
     create_topic(clusters.source, t, 2)
     produce(clusters.source, t, records(10, 2, BASE_TS))
-    path = write_pipeline(tmp_path, pipeline(clusters, name, [t], eos=eos))
+    # A long grace window: a member slowed down by a loaded machine must not look dead and
+    # let the refusal pass.
+    path = write_pipeline(tmp_path, pipeline(clusters, name, [t], eos=eos, grace="60 seconds"))
     proc = K2KProcess(path, tmp_path / "k2k.log", "--instance", "inst-a")
     try:
         eventually(
@@ -220,12 +237,15 @@ def test_status_of_a_running_pipeline_and_refusal_to_move_its_positions(
             parts = by_partition(doc)
             if not all(parts[(t, p)]["owner"] and parts[(t, p)]["committed"] == 10 for p in (0, 1)):
                 return {}
+            # Heartbeats every 2 s: a fresh one shows within a few polls.
+            if not doc["members"] or doc["members"][0]["ageSeconds"] >= 3:
+                return {}
             return doc
 
         doc = eventually(running, timeout=60, interval=0.5)
         [member] = doc["members"]
         assert (member["member"], member["state"], member["host"]) == ("inst-a", "alive", HOST)
-        assert member["standby"] is False and member["ageSeconds"] < 5
+        assert member["standby"] is False and 0 <= member["ageSeconds"] < 3
         replicated = {p: len(recs) for p, recs in read_all(clusters.target, t).items()}
         for p in (0, 1):
             part = by_partition(doc)[(t, p)]
@@ -458,3 +478,77 @@ def test_force_moves_positions_of_a_member_killed_within_grace_window(
     src, dst = read_all(clusters.source, t), read_all(clusters.target, t)
     assert [r.content() for r in dst[0]] == [r.content() for r in src[0] + src[0][4:]]
     assert [r.content() for r in dst[1]] == [r.content() for r in src[1]]
+
+
+def recreate_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    """Delete ``topic`` and create it again, empty (its offsets start from 0 again)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic], request_timeout=30)[topic].result()
+    eventually(lambda: topic not in admin.list_topics(timeout=30).topics, timeout=60)
+    eventually(
+        lambda: create_topic(bootstrap, topic, partitions) is None,
+        timeout=60,
+        interval=0.5,
+        ignore=(KafkaException,),  # still being deleted
+    )
+
+
+def test_status_flags_positions_the_source_lost_and_offsets_recover_them(
+    clusters, tmp_path, topic_name
+):
+    t, gone = topic_name("lost"), topic_name("recreated")
+    name = topic_name("plost")
+    create_topic(clusters.source, t, 1)
+    create_topic(clusters.source, gone, 1)
+    produce(clusters.source, t, records(20, 1, BASE_TS))
+    produce(clusters.source, gone, records(10, 1, BASE_TS))
+    path = write_pipeline(tmp_path, pipeline(clusters, name, [t, gone]))
+    f = ("-f", str(path))
+    ok("offsets", "set", *f, "--topic", t, "--offset", "5", "--yes")
+    ok("offsets", "set", *f, "--topic", gone, "--to-latest", "--yes")
+
+    # Retention passes position 5 of t; gone is recreated and holds 3 records now.
+    admin = AdminClient({"bootstrap.servers": clusters.source})
+    [deleted] = admin.delete_records([TopicPartition(t, 0, 12)], request_timeout=30).values()
+    assert deleted.result().low_watermark == 12
+    recreate_topic(clusters.source, gone, 1)
+    produce(clusters.source, gone, [(0, b"new", f"n{i}".encode(), [], BASE_TS) for i in range(3)])
+
+    doc = status(path)
+    lost, past = by_partition(doc)[(t, 0)], by_partition(doc)[(gone, 0)]
+    assert (lost["problem"], lost["position"], lost["earliest"], lost["end"]) == (
+        "below-earliest",
+        5,
+        12,
+        20,
+    )
+    assert lost["recordsBehind"] == 8  # what is still there to replicate
+    assert (past["problem"], past["position"], past["end"], past["recordsBehind"]) == (
+        "past-end",
+        10,
+        3,
+        0,
+    )
+    assert doc["totals"]["problems"] == 2
+    text = ok("status", *f)
+    assert f"! {t}[0]: committed position below the source's earliest offset" in text
+    assert f"! {gone}[0]: committed position past the source's end" in text
+
+    # The pipeline stops rather than skip what retention deleted, and says how to go on.
+    stopped = cli("start", "--until-caught-up", *f)
+    assert stopped.returncode == 1, stopped.stderr[-3000:]
+    assert "k2k offsets reset" in stopped.stderr
+
+    ok("offsets", "reset", *f, "--topic", t, "--yes")
+    ok("offsets", "reset", *f, "--topic", gone, "--yes")
+    assert offsets_of(path) == {(t, 0): 12, (gone, 0): 0}
+    assert by_partition(status(path))[(t, 0)]["problem"] is None
+    result = cli("start", "--until-caught-up", *f)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for topic in (t, gone):
+        src, dst = read_all(clusters.source, topic), read_all(clusters.target, topic)
+        assert [r.content() for r in dst[0]] == [r.content() for r in src[0]]
+    # t from the earliest offset still there (12), gone's new records from its start.
+    assert [r.key for r in read_all(clusters.target, t)[0]][:1] == [b"k0-12"]
+    assert [r.value for r in read_all(clusters.target, gone)[0]] == [b"n0", b"n1", b"n2"]
+    assert offsets_of(path) == {(t, 0): 20, (gone, 0): 3}

@@ -8,9 +8,18 @@ import sys
 
 import pytest
 
-from k2k.admin.offsets import Change, OffsetInputError, OffsetPlan, destination, parse_timestamp
-from k2k.admin.reader import AssignmentState
-from k2k.admin.status import _distance
+from k2k.admin.offsets import (
+    Change,
+    JoinedDuringWrite,
+    OffsetInputError,
+    OffsetPlan,
+    _refuse_joined,
+    check_selection,
+    destination,
+    parse_timestamp,
+)
+from k2k.admin.reader import AssignmentState, MemberState
+from k2k.admin.status import GONE_AFTER_MS, Lag, PartitionStatus, PipelineStatus, _distance
 from k2k.admin.table import table
 from k2k.coordination.assignment import AssignmentView
 from k2k.errors import ConfigError
@@ -78,6 +87,75 @@ def test_lag_distance():
     assert _distance(4, 10, firsts, ("t", 2), 5_000) == (6, None)
     # A record stamped in the future is not negative lag.
     assert _distance(4, 10, {("t", 0): 9_000}, ("t", 0), 5_000) == (6, 0.0)
+
+
+def status_of(lags: list[Lag], members: list[MemberState] = ()) -> PipelineStatus:
+    parts = [PartitionStatus("t", p, True, None, None, lag) for p, lag in enumerate(lags)]
+    return PipelineStatus("p", "g", False, GRACE_MS, 100 * GONE_AFTER_MS, list(members), parts)
+
+
+def test_max_lag_is_unknown_when_a_partition_behind_has_no_known_lag():
+    known = status_of([Lag(4, 0, 10, 6, 2.5), Lag(10, 0, 10, 0, 0.0)])
+    assert known.totals()["maxLagSeconds"] == 2.5
+    unknown = status_of([Lag(4, 0, 10, 6, 2.5), Lag(4, 0, 10, 6, None)])
+    assert unknown.totals()["maxLagSeconds"] is None
+    assert "max lag unknown" in unknown.render()
+    assert status_of([]).totals()["maxLagSeconds"] == 0.0
+
+
+def test_positions_the_source_cannot_serve_are_flagged():
+    doc = status_of([Lag(3, 10, 20, 10, 1.0, "below-earliest"), Lag(30, 0, 5, 0, 0.0, "past-end")])
+    assert [p["problem"] for p in doc.to_json()["partitions"]] == ["below-earliest", "past-end"]
+    assert doc.totals()["problems"] == 2
+    text = doc.render()
+    assert "! t[0]: committed position below the source's earliest offset" in text
+    assert "(position 3, source 10..20)" in text
+    assert "! t[1]: committed position past the source's end" in text
+
+
+def test_members_gone_for_more_than_a_day_are_counted_not_listed():
+    now = 100 * GONE_AFTER_MS
+
+    def member(name: str, state: str, age_ms: int) -> MemberState:
+        return MemberState(
+            MemberRecord(GROUP, name, "s", "alive", False, "h", 0), now - age_ms, state
+        )
+
+    doc = status_of(
+        [],
+        [
+            member("old", "left", GONE_AFTER_MS + 1),
+            member("dead", "dead", 60_000),
+            member("a", "alive", 1_000),
+        ],
+    )
+    assert [m["member"] for m in doc.to_json()["members"]] == ["dead", "a"]
+    assert doc.to_json()["membersNotShown"] == 1
+    assert "(1 members gone for more than a day not shown)" in doc.render()
+
+
+def test_selection_flags_are_checked_alone():
+    check_selection("t", 0, False)
+    check_selection(None, None, True)
+    with pytest.raises(OffsetInputError, match="give exactly one of --topic T or --all-topics"):
+        check_selection("t", None, True)
+    with pytest.raises(OffsetInputError, match="--partition 0: needs --topic"):
+        check_selection(None, 0, True)
+
+
+def test_a_member_that_came_alive_during_the_write_is_named():
+    a = MemberRecord(GROUP, "a", "s1", "alive", False, "ha", 0)
+    _refuse_joined("p", {"a": a}, {"a": a})
+    with pytest.raises(JoinedDuringWrite, match="restart them") as err:
+        _refuse_joined(
+            "p", {"a": a}, {"a": a, "b": MemberRecord(GROUP, "b", "s", "alive", False, "hb", 0)}
+        )
+    assert "b on hb" in str(err.value) and "a on" not in str(err.value)
+    # The same name in a new session: a restarted process that may have read old positions.
+    with pytest.raises(JoinedDuringWrite, match="a on ha"):
+        _refuse_joined(
+            "p", {"a": a}, {"a": MemberRecord(GROUP, "a", "s2", "alive", False, "ha", 0)}
+        )
 
 
 def test_plan_lists_every_change_and_writes_only_moves():

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from k2k.coordination.assignment import AssignmentView
+from k2k.coordination.assignment import TOOL_MEMBER, AssignmentView
 from k2k.coordination.claims import lost_of
 from k2k.formats import AssignmentRecord, MemberRecord, OwnerRecord, ReleaseRecord
 
@@ -143,6 +143,15 @@ def test_standbys_work_only_while_no_other_member_is_alive():
     assert view.active_members() == ("a",)
     feed(view, [beat("a", 1_500, state="left"), beat("s", 2_000, standby=True)], applied)
     assert view.active_members() == ("s",)
+
+
+def test_the_offsets_tool_never_takes_a_share():
+    """k2k offsets joins as a standby to claim partitions it writes: a pipeline of standbys
+    only must not deal it work."""
+    view = view_of("s")
+    feed(view, [beat("s", 1_000, standby=True), beat(TOOL_MEMBER, 1_000, standby=True)])
+    assert view.active_members() == ("s",)
+    assert TOOL_MEMBER in view.alive()
 
 
 def test_a_newer_session_of_our_name_takes_over():

@@ -16,7 +16,13 @@ source's offsets) and written only by :func:`apply_plan`, the way a member would
    this tool), check the claims are still ours, and write the progress records in one
    transaction; at-least-once: check the claims and write them plainly (acks=all, flushed,
    every delivery checked);
-4. release the claims and leave the group.
+4. read the assignment topic again: a member that came alive during the write may have read
+   the old positions (a planner reads progress once, when it joins), so it is named and the
+   command fails, asking for that member to be restarted;
+5. leave the group, releasing the claims only if the write succeeded. After a failed or
+   interrupted write the claims stay, and the member that takes the partitions next fences
+   this tool's transactional id first: a transaction whose outcome this tool could not learn
+   is settled (committed or aborted) before anyone reads progress.
 
 A live planner keeps its positions in memory and progress never moves backwards while it
 runs, so positions of a really running pipeline move only once it is stopped.
@@ -25,18 +31,25 @@ runs, so positions of a really running pipeline move only once it is stopped.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from confluent_kafka import KafkaError, KafkaException, Message
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from k2k.admin.reader import TP, PipelineReader, now_ms
 from k2k.admin.table import iso, table
 from k2k.config import PipelineConfig
 from k2k.controltopics import assignment_member, ensure_control_topics
-from k2k.coordination.assignment import producer_ids, transactional_id
+from k2k.coordination.assignment import (
+    TOOL_MEMBER,
+    Assignment,
+    StandDown,
+    producer_ids,
+    transactional_id,
+)
 from k2k.coordination.claims import lost_claims
 from k2k.errors import ClusterError, ConfigError, K2KError
 from k2k.formats import MemberRecord, ProgressRecord
@@ -51,11 +64,13 @@ __all__ = [
     "ADMIN_MEMBER",
     "Change",
     "Destination",
+    "JoinedDuringWrite",
     "MembersAlive",
     "NotConfirmed",
     "OffsetInputError",
     "OffsetPlan",
     "apply_plan",
+    "check_selection",
     "describe",
     "describe_json",
     "destination",
@@ -64,7 +79,7 @@ __all__ = [
 ]
 
 #: The member name this tool claims partitions under, and writes progress records as.
-ADMIN_MEMBER = "k2k-offsets"
+ADMIN_MEMBER = TOOL_MEMBER
 
 Kind = Literal["offset", "timestamp", "earliest", "latest"]
 
@@ -77,6 +92,11 @@ class OffsetInputError(ConfigError):
 class MembersAlive(K2KError):
     """Refused: members of the pipeline are alive, and moving positions under them does
     not work (see the module docstring)."""
+
+
+class JoinedDuringWrite(K2KError):
+    """Written, but a member came alive while the positions were written: it may replicate
+    from the old ones until it is restarted (see the module docstring, step 4)."""
 
 
 class NotConfirmed(K2KError):
@@ -227,6 +247,7 @@ def plan_move(
 
     Raises :class:`MembersAlive` while members are alive (unless ``force``) and
     :class:`OffsetInputError` for unknown topics or partitions and offsets out of range."""
+    check_selection(topic, partition, all_topics)
     reader = PipelineReader(cfg)
     state = reader.assignment()
     refuse_alive(cfg, state.alive(state.observer_now(now_ms()), exclude=ADMIN_MEMBER), force)
@@ -238,6 +259,19 @@ def plan_move(
         for t, p in tps
     ]
     return OffsetPlan(cfg.name, cfg.commit_group, changes)
+
+
+def check_selection(topic: str | None, partition: int | None, all_topics: bool) -> None:
+    """The selection flags make sense together (checked before anything connects).
+
+    >>> check_selection(None, 0, True)
+    Traceback (most recent call last):
+    k2k.admin.offsets.OffsetInputError: --partition 0: needs --topic
+    """
+    if all_topics == (topic is not None):
+        raise OffsetInputError("give exactly one of --topic T or --all-topics")
+    if partition is not None and topic is None:
+        raise OffsetInputError(f"--partition {partition}: needs --topic")
 
 
 def refuse_alive(cfg: PipelineConfig, alive: Mapping[str, MemberRecord], force: bool) -> None:
@@ -260,10 +294,6 @@ def _chosen(
     all_topics: bool,
 ) -> list[TP]:
     """The partitions the selection flags name (validated against the source)."""
-    if all_topics == (topic is not None):
-        raise OffsetInputError("give exactly one of --topic T or --all-topics")
-    if partition is not None and topic is None:
-        raise OffsetInputError(f"--partition {partition}: needs --topic")
     name = reader.cfg.name
     if topic is None:
         tps = [(t, p) for t, info in reader.selected().items() for p in range(info.partitions)]
@@ -314,7 +344,8 @@ def apply_plan(cfg: PipelineConfig, plan: OffsetPlan, *, force: bool) -> list[Ch
     """Write the plan's moving changes as a member would (module docstring); returns them.
 
     Raises :class:`MembersAlive` if members came alive since the plan (unless ``force``),
-    :class:`~k2k.errors.ClusterError` if the claims were lost or the write failed."""
+    :class:`~k2k.errors.ClusterError` if the claims were lost or the write failed, and
+    :class:`JoinedDuringWrite` if a member came alive while it wrote."""
     moving = plan.moving()
     if not moving:
         return []
@@ -323,10 +354,12 @@ def apply_plan(cfg: PipelineConfig, plan: OffsetPlan, *, force: bool) -> list[Ch
         cfg, ADMIN_MEMBER, standby=True, partitions=assignment_partitions
     )
     claims: dict[TP, str] = {}
+    written = False
+    leave = True
     try:
         assignment.catch_up()
-        alive = {n: r for n, r in assignment.alive().items() if n != ADMIN_MEMBER}
-        refuse_alive(cfg, alive, force)
+        before = _others_alive(assignment)
+        refuse_alive(cfg, before, force)
         eos = cfg.features.exactly_once
         txid = transactional_id(cfg.commit_group, ADMIN_MEMBER, 0) if eos else ""
         claims = assignment.acquire({c.tp: txid for c in moving}, lambda: False)
@@ -336,22 +369,43 @@ def apply_plan(cfg: PipelineConfig, plan: OffsetPlan, *, force: bool) -> list[Ch
             writer.in_transaction(producer_ids(txid)[0], records)
         else:
             writer.plainly(records)
+        written = True
+        assignment.catch_up()
+        _refuse_joined(cfg.name, before, _others_alive(assignment))
+    except StandDown:
+        leave = False  # another run of this tool took the name: its records are its own
+        raise
     finally:
-        # Best effort: a failure here must not hide the one that ended the write, and
-        # claims of a member that left are taken over at once anyway.
-        with contextlib.suppress(K2KError, KafkaException):
-            assignment.leave(claims)
+        if leave:
+            # Best effort: a failure here must not hide the one that ended the write, and
+            # claims of a member that left are taken over (and fenced) at once anyway.
+            with contextlib.suppress(K2KError, KafkaException):
+                assignment.leave(claims if written else {})
         assignment.close()
     return moving
+
+
+def _others_alive(assignment: Assignment) -> dict[str, MemberRecord]:
+    return {n: r for n, r in assignment.alive().items() if n != ADMIN_MEMBER}
+
+
+def _refuse_joined(
+    pipeline: str, before: Mapping[str, MemberRecord], now: Mapping[str, MemberRecord]
+) -> None:
+    """Step 4 of the module docstring: fail naming the members that came alive meanwhile."""
+    joined = {n: r for n, r in now.items() if n not in before or r.session != before[n].session}
+    if joined:
+        who = ", ".join(f"{n} on {r.host or '?'}" for n, r in sorted(joined.items()))
+        raise JoinedDuringWrite(
+            f"positions written, but members of pipeline {pipeline} started meanwhile and "
+            f"may replicate from the old ones: {who}; restart them"
+        )
 
 
 def _control_topics(cfg: PipelineConfig) -> tuple[int, int]:
     """Create or check the commit and assignment topics as the planner does (so positions
     can be set before a pipeline's first start); their partition counts."""
-    target = ClusterView(
-        "target", cfg.target_client("admin"), cfg.target.connect_timeout.total_seconds()
-    )
-    topics = ensure_control_topics(cfg, target, mappings=False)
+    topics = ensure_control_topics(cfg, ClusterView.of(cfg.target), mappings=False)
     return topics.commit, topics.assignment
 
 
@@ -388,7 +442,9 @@ class _ProgressWriter:
 
     def in_transaction(self, producer_id: str, records: list[ProgressRecord]) -> None:
         """Exactly-once: initialise ``producer_id`` (fencing an earlier run of this tool),
-        verify the claims, then write ``records`` in one transaction."""
+        verify the claims, then write ``records`` in one transaction, aborted on any
+        failure or interruption (an outcome that stays unknown is settled by the fence of
+        the next owner, see the module docstring)."""
         settings = producer_settings(self.cfg.target_client("producer"), False, exactly_once=True)
         producer = build_producer({**settings, "transactional.id": producer_id})
         try:
@@ -396,14 +452,27 @@ class _ProgressWriter:
             producer.init_transactions(self.timeout_s)
             self.verify_claims()
             producer.begin_transaction()
-            for rec in records:
-                key, value = rec.encode()
-                producer.produce(self.topic, value, key, self._partition(key))
-            producer.commit_transaction(self.timeout_s)
-        except KafkaException as exc:
+            self._produce(producer, records)
+            self._commit(producer)
+        except BaseException as exc:
             with contextlib.suppress(KafkaException):
                 producer.abort_transaction(self.timeout_s)
-            raise self._failed(exc) from None
+            if isinstance(exc, KafkaException):
+                raise self._failed(exc) from None
+            raise
+
+    def _commit(self, producer: Producer) -> None:
+        """Commit, trying again while the error is retriable (e.g. a timeout) within
+        ``timeout_s``: a retried commit completes the same transaction."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                producer.commit_transaction(max(0.1, deadline - time.monotonic()))
+                return
+            except KafkaException as exc:
+                err = kafka_error_of(exc)
+                if err is None or not err.retriable() or time.monotonic() >= deadline:
+                    raise
 
     def plainly(self, records: list[ProgressRecord]) -> None:
         """At-least-once: verify the claims, then write ``records`` durably and check that
@@ -412,11 +481,7 @@ class _ProgressWriter:
         settings = producer_settings(self.cfg.target_client("producer"), False)
         producer = build_producer({**settings, "linger.ms": "0"})
         try:
-            for rec in records:
-                key, value = rec.encode()
-                produce_when_room(
-                    producer, self.topic, value, key, self._partition(key), self._on_delivery
-                )
+            self._produce(producer, records)
             left = producer.flush(self.timeout_s)
         except KafkaException as exc:
             raise self._failed(exc) from None
@@ -444,6 +509,13 @@ class _ProgressWriter:
             taken = ", ".join(f"{t}[{p}] by {m}" for (t, p), m in sorted(lost.items()))
             raise ClusterError(
                 f"partitions claimed by another member meanwhile ({taken}); nothing written"
+            )
+
+    def _produce(self, producer: Producer, records: list[ProgressRecord]) -> None:
+        for rec in records:
+            key, value = rec.encode()
+            produce_when_room(
+                producer, self.topic, value, key, self._partition(key), self._on_delivery
             )
 
     def _partition(self, key: bytes) -> int:

@@ -106,12 +106,8 @@ class PipelineReader:
 
     def __init__(self, cfg: PipelineConfig) -> None:
         self.cfg = cfg
-        self.source = ClusterView(
-            "source", cfg.source_client("admin"), cfg.source.connect_timeout.total_seconds()
-        )
-        self.target = ClusterView(
-            "target", cfg.target_client("admin"), cfg.target.connect_timeout.total_seconds()
-        )
+        self.source = ClusterView.of(cfg.source)
+        self.target = ClusterView.of(cfg.target)
         self.sync_timeout_s = cfg.coordination.commit.sync_timeout.total_seconds()
         self._source_topics: dict[str, TopicInfo] | None = None
         self._target_topics: dict[str, TopicInfo] | None = None

@@ -26,16 +26,31 @@ from k2k.formats import ProgressRecord
 __all__ = ["PartitionStatus", "PipelineStatus", "read_status"]
 
 
+#: Members not alive whose last heartbeat is older than this are counted, not listed: the
+#: assignment topic keeps every member name a pipeline ever had.
+GONE_AFTER_MS = 24 * 3600 * 1000
+
+#: ``problem`` of a partition whose position the source cannot serve, and what it means.
+PROBLEMS = {
+    "below-earliest": "committed position below the source's earliest offset: retention "
+    "deleted records never replicated",
+    "past-end": "committed position past the source's end: the topic was recreated or "
+    "truncated since",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Lag:
     """How far one partition is behind: where replication continues, the source's end and
-    earliest offsets, and the distance (None where the partition is not on the source)."""
+    earliest offsets, and the distance (None where the partition is not on the source).
+    ``problem`` is a key of :data:`PROBLEMS`, or None."""
 
     position: int | None
     earliest: int | None
     end: int | None
     records: int | None
     seconds: float | None
+    problem: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +79,7 @@ class PartitionStatus:
             "end": lag.end,
             "recordsBehind": lag.records,
             "lagSeconds": lag.seconds,
+            "problem": lag.problem,
         }
 
 
@@ -80,13 +96,25 @@ class PipelineStatus:
     partitions: list[PartitionStatus]
 
     def totals(self) -> dict[str, Any]:
-        lags = [p.lag.seconds for p in self.partitions if p.lag.seconds is not None]
+        """Sums over the partitions; ``maxLagSeconds`` is None when a partition behind has
+        no known lag in seconds (a maximum of the others would understate it)."""
+        behind = [p.lag for p in self.partitions if p.lag.records]
+        unknown = any(lag.seconds is None for lag in behind)
         return {
             "partitions": len(self.partitions),
             "recordsBehind": sum(p.lag.records or 0 for p in self.partitions),
-            "maxLagSeconds": max(lags, default=0.0),
+            "maxLagSeconds": None
+            if unknown
+            else max((g.seconds or 0.0 for g in behind), default=0.0),
             "membersAlive": sum(1 for m in self.members if m.state == "alive"),
+            "problems": sum(1 for p in self.partitions if p.lag.problem),
         }
+
+    def shown_members(self) -> list[MemberState]:
+        """The members worth listing: alive ones, and the others heard of within
+        :data:`GONE_AFTER_MS`."""
+        since = self.observed_at_ms - GONE_AFTER_MS
+        return [m for m in self.members if m.state == "alive" or m.timestamp_ms >= since]
 
     def to_json(self) -> dict[str, Any]:
         """One JSON document for scripts (fields: docs/operations.md#k2k-status)."""
@@ -96,7 +124,8 @@ class PipelineStatus:
             "exactlyOnce": self.exactly_once,
             "graceWindowMs": self.grace_ms,
             "observedAt": self.observed_at_ms,
-            "members": [self._member_json(m) for m in self.members],
+            "members": [self._member_json(m) for m in self.shown_members()],
+            "membersNotShown": len(self.members) - len(self.shown_members()),
             "partitions": [p.to_json() for p in self.partitions],
             "totals": self.totals(),
         }
@@ -128,17 +157,36 @@ class PipelineStatus:
                 m.record.host,
                 ago(self.observed_at_ms - m.timestamp_ms),
             ]
-            for m in self.members
+            for m in self.shown_members()
         ]
         lines += table(["MEMBER", "STATE", "STANDBY", "HOST", "LAST HEARTBEAT"], members)
+        hidden = len(self.members) - len(members)
+        if hidden:
+            lines.append(f"({hidden} members gone for more than a day not shown)")
         lines += ["", *table(_PARTITION_HEADERS, [_partition_row(p) for p in self.partitions])]
+        lines += _problem_lines(self.partitions)
         t = self.totals()
+        lag = "unknown" if t["maxLagSeconds"] is None else f"{t['maxLagSeconds']:.1f} s"
         lines += [
             "",
             f"total: {t['partitions']} partitions, {t['recordsBehind']} records behind, "
-            f"max lag {t['maxLagSeconds']:.1f} s, {t['membersAlive']} members alive",
+            f"max lag {lag}, {t['membersAlive']} members alive",
         ]
         return "\n".join(lines)
+
+
+def _problem_lines(partitions: list[PartitionStatus]) -> list[str]:
+    """One note per partition marked ``!`` in the table."""
+    out = []
+    for p in partitions:
+        lag = p.lag
+        if lag.problem:
+            out.append(
+                f"! {p.topic}[{p.partition}]: {PROBLEMS[lag.problem]} (position "
+                f"{lag.position}, source {lag.earliest}..{lag.end}); move it with "
+                "k2k offsets set"
+            )
+    return ["", *out] if out else []
 
 
 _PARTITION_HEADERS = ["TOPIC", "PARTITION", "OWNER", "COMMITTED", "END", "BEHIND", "LAG"]
@@ -153,7 +201,7 @@ def _partition_row(p: PartitionStatus) -> list[str]:
         p.topic if p.selected else f"{p.topic} (not selected)",
         str(p.partition),
         owner,
-        str(p.progress.offset) if p.progress else "-",
+        (str(p.progress.offset) if p.progress else "-") + (" !" if lag.problem else ""),
         "-" if lag.end is None else str(lag.end),
         "-" if lag.records is None else str(lag.records),
         "-" if lag.seconds is None else f"{lag.seconds:.1f} s",
@@ -216,8 +264,10 @@ def _lags(
             pos = progress[tp].offset if tp in progress else None
             out[tp] = Lag(pos, None, None, None, None)
             continue
-        records, seconds = _distance(positions[tp], ends[tp], firsts, tp, at_ms)
-        out[tp] = Lag(positions[tp], earliest[tp], ends[tp], records, seconds)
+        pos, low, end = positions[tp], earliest[tp], ends[tp]
+        records, seconds = _distance(max(pos, low), end, firsts, tp, at_ms)
+        problem = "below-earliest" if pos < low else "past-end" if pos > end else None
+        out[tp] = Lag(pos, low, end, records, seconds, problem)
     return out
 
 

@@ -10,7 +10,8 @@ import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from datetime import timedelta
+from typing import Any, ClassVar, Protocol
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
@@ -25,7 +26,7 @@ from k2k.errors import ClusterError, TopicError
 from k2k.kafka.factory import build_admin
 from k2k.kafka.faults import cluster_error
 
-__all__ = ["ClusterView", "TopicInfo"]
+__all__ = ["ClusterSettings", "ClusterView", "TopicInfo"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,8 +35,26 @@ class TopicInfo:
     partitions: int
 
 
+class ClusterSettings(Protocol):
+    """What a view needs of one cluster's configuration (``source:`` or ``target:``)."""
+
+    CLUSTER: ClassVar[str]
+
+    @property
+    def connect_timeout(self) -> timedelta: ...
+
+    def client(self, role: str) -> dict[str, str]: ...
+
+
 class ClusterView:
     """Runs on: driver. One cluster's metadata, offsets, configs and topic creation."""
+
+    @classmethod
+    def of(cls, cluster: ClusterSettings) -> ClusterView:
+        """The view of a configured cluster: its admin client, its ``connectTimeout``."""
+        return cls(
+            cluster.CLUSTER, cluster.client("admin"), cluster.connect_timeout.total_seconds()
+        )
 
     def __init__(self, cluster: str, conf: Mapping[str, str], timeout_s: float) -> None:
         self.cluster = cluster

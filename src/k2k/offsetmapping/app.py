@@ -118,8 +118,8 @@ class OffsetMappingApp:
         self.timeout_s = max(
             cfg.source.connect_timeout.total_seconds(), cfg.target.connect_timeout.total_seconds()
         )
-        self.source = ClusterView("source", cfg.source_client("admin"), self.timeout_s)
-        self.target = ClusterView("target", cfg.target_client("admin"), self.timeout_s)
+        self.source = ClusterView.of(cfg.source)
+        self.target = ClusterView.of(cfg.target)
         self._stop = threading.Event()
         self._warned: set[tuple[str, str, TP]] = set()
         self._needed: set[Span] = set()

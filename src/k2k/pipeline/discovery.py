@@ -42,12 +42,8 @@ class Discovery:
         self.cfg = cfg
         self.router: TopicRouter = cfg.replication.sink.topic
         self.selection = cfg.topic_selection()
-        self.source = ClusterView(
-            "source", cfg.source_client("admin"), cfg.source.connect_timeout.total_seconds()
-        )
-        self.target = ClusterView(
-            "target", cfg.target_client("admin"), cfg.target.connect_timeout.total_seconds()
-        )
+        self.source = ClusterView.of(cfg.source)
+        self.target = ClusterView.of(cfg.target)
         self.selected: dict[str, TopicInfo] = {}
         self._routes: dict[str, str] = {}
         self._plans: dict[str, TopicPlan] = {}
