@@ -8,7 +8,8 @@ prints one line and exits non-zero (see ``k2k.cli``). Anything else reaching the
     K2KError
     ├── ConfigError            the pipeline file or a flag is wrong (user fixes the input)
     ├── ClusterError           a cluster cannot be reached or refuses us (operator action)
-    │   └── TopicError         a topic is missing or misconfigured on a cluster
+    │   ├── TopicError         a topic is missing or misconfigured on a cluster
+    │   └── Unavailable        a cluster did not answer in time: transient, waited out
     ├── ReplicationError       a record or batch could not be replicated (carries a locator)
     ├── ControlRecordError     a control-topic record cannot be decoded
     └── LocalClusterError      the embedded Kafka installation or brokers misbehave
@@ -25,6 +26,7 @@ __all__ = [
     "OffsetMappingError",
     "ReplicationError",
     "TopicError",
+    "Unavailable",
 ]
 
 
@@ -53,6 +55,13 @@ class ClusterError(K2KError):
 
 class TopicError(ClusterError):
     """Raised when a topic is missing, or a control topic has the wrong settings."""
+
+
+class Unavailable(ClusterError):
+    """Raised when a cluster did not answer in time: down, restarting, or without a leader
+    for a partition. Transient: a running pipeline waits for the cluster and carries on
+    (``errorHandling.maxOutage``); at start-up, or past that bound, it is a one-line error.
+    """
 
 
 class ReplicationError(K2KError):

@@ -15,6 +15,7 @@ import yaml
 from k2k.config import load_pipeline
 from k2k.config.loader import deep_merge
 from k2k.coordination.progress import ProgressStore
+from k2k.local import LocalCluster, free_port
 from k2k.observability.stats import PipelineStats
 from k2k.pipeline.planner import Planner
 
@@ -32,6 +33,19 @@ def spark():
     session = start_spark("k2k-tests", "local[2]", {})
     yield session
     session.stop()
+
+
+@pytest.fixture
+def own_target(tmp_path_factory):
+    """A target cluster of the test's own, so that stopping it disturbs no other test."""
+    cluster = LocalCluster(
+        "outage-target", free_port(), tmp_path_factory.mktemp("outage"), owner_pid=os.getpid()
+    )
+    cluster.start(timeout=120)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 def pipeline_dict(clusters, name: str, topic: Any, **sections: Any) -> dict[str, Any]:

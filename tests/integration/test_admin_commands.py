@@ -552,3 +552,30 @@ def test_status_flags_positions_the_source_lost_and_offsets_recover_them(
     assert [r.key for r in read_all(clusters.target, t)[0]][:1] == [b"k0-12"]
     assert [r.value for r in read_all(clusters.target, gone)[0]] == [b"n0", b"n1", b"n2"]
     assert offsets_of(path) == {(t, 0): 20, (gone, 0): 3}
+
+
+def test_records_lost_to_retention_are_skipped_only_when_the_policy_says_continue(
+    clusters, tmp_path, topic_name
+):
+    t = topic_name("cont")
+    name = topic_name("pcont")
+    create_topic(clusters.source, t, 1)
+    produce(clusters.source, t, records(20, 1, BASE_TS))
+    lenient = pipeline(clusters, name, [t])
+    lenient["errorHandling"] = {"onSourceRecordsLost": "continue"}
+    path = write_pipeline(tmp_path, lenient)
+    ok("offsets", "set", "-f", str(path), "--topic", t, "--offset", "5", "--yes")
+    admin = AdminClient({"bootstrap.servers": clusters.source})
+    [deleted] = admin.delete_records([TopicPartition(t, 0, 12)], request_timeout=30).values()
+    assert deleted.result().low_watermark == 12
+
+    result = cli("start", "--until-caught-up", "-f", str(path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (
+        f"source {t}[0]: records 5..11 were deleted (retention) before they were replicated; "
+        "continuing from 12" in result.stderr
+    ), result.stderr[-3000:]
+    src, dst = read_all(clusters.source, t), read_all(clusters.target, t)
+    assert [r.key for r in src[0]][:1] == [b"k0-12"]
+    assert [r.content() for r in dst[0]] == [r.content() for r in src[0]]
+    assert offsets_of(path) == {(t, 0): 20}

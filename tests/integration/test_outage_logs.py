@@ -9,14 +9,12 @@ back; librdkafka's own lines stay at DEBUG.
 from __future__ import annotations
 
 import itertools
-import os
 import re
 from datetime import datetime
 
 import pytest
 
 from k2k.errors import K2KError
-from k2k.local import LocalCluster, free_port
 from tests.integration.conftest import BASE_TS, committed_progress, pipeline_dict, write_pipeline
 from tests.integration.procs import K2KProcess
 from tests.kafkautil import create_topic, eventually, produce, read_all
@@ -25,19 +23,6 @@ pytestmark = pytest.mark.integration
 
 PARTITIONS = 2
 PER_BATCH = 2_000
-
-
-@pytest.fixture
-def own_target(tmp_path_factory):
-    """A target cluster of this test's own, so that stopping it disturbs no other test."""
-    cluster = LocalCluster(
-        "outage-target", free_port(), tmp_path_factory.mktemp("outage"), owner_pid=os.getpid()
-    )
-    cluster.start(timeout=120)
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
 
 
 def _records(first: int, count: int) -> list:

@@ -719,6 +719,21 @@ class ErrorHandling(K2KModel):
         description="A control-topic record cannot be decoded (corrupt, or written by an "
         "incompatible version): `fail` stops the pipeline; `ignore` skips the record.",
     )
+    on_source_records_lost: Literal["fail", "continue"] = Field(
+        "fail",
+        description="Source records were deleted (retention) before they were replicated: "
+        "`fail` stops, naming the lost range and the `k2k offsets reset` command that "
+        "continues; `continue` moves on to the earliest offset still there and logs the lost "
+        "range as a warning. A committed position past a partition's end (the topic was "
+        "recreated) always stops.",
+    )
+    max_outage: Duration | None = Field(
+        None,
+        description="How long a running pipeline waits for a cluster that does not answer "
+        "(down, restarting, no leader) before it stops with an error; null waits as long "
+        "as it takes. At start-up an unreachable cluster fails within `connectTimeout`. "
+        "See docs/operations.md#outages.",
+    )
 
 
 # --- Spark ------------------------------------------------------------------------------------

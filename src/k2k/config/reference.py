@@ -165,6 +165,10 @@ def _type_name(field: FieldInfo) -> str:
     if get_origin(tp) in (Union, types.UnionType):
         members = [arg for arg in get_args(tp) if arg is not type(None)]
         nullable = len(members) < len(get_args(tp))
+        if len(members) == 1 and get_origin(members[0]) is Annotated:
+            inner = next((m for m in get_args(members[0])[1:] if isinstance(m, FieldDoc)), None)
+            if inner is not None:  # e.g. Duration | None
+                return f"{inner.type} or null" if nullable else inner.type
         tp = _strip_annotated(members[0]) if len(members) == 1 else tp
     if get_origin(tp) is Literal:
         name = " | ".join(str(arg) for arg in get_args(tp))

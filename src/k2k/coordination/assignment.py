@@ -48,7 +48,7 @@ from typing import Literal
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
-from k2k.errors import ClusterError, K2KError
+from k2k.errors import ClusterError, K2KError, Unavailable
 from k2k.formats import (
     AssignmentRecord,
     MemberRecord,
@@ -57,11 +57,12 @@ from k2k.formats import (
     read_assignment,
 )
 from k2k.kafka.factory import build_producer
-from k2k.kafka.faults import describe, kafka_error_of
+from k2k.kafka.faults import describe, is_transient, kafka_error_of
 from k2k.kafka.murmur2 import murmur2_partition
 from k2k.kafka.tail import SyncTimeout, TopicTail
 
 __all__ = [
+    "TOOL_MEMBER",
     "Assignment",
     "AssignmentView",
     "StandDown",
@@ -79,6 +80,12 @@ PreviousClaim = tuple[TP, str]
 #: What a claimant does about a previous claim: nothing more (a release settled it), fence
 #: its transactional id now (an earlier runner of this member, or a dead member), or wait.
 Verdict = Literal["settled", "fence", "wait"]
+
+
+#: The member name ``k2k offsets`` joins under to write positions: it claims partitions
+#: like a member, but never takes a share of the work (a pipeline of standbys only would
+#: otherwise deal it one).
+TOOL_MEMBER = "k2k-offsets"
 
 
 class StandDown(K2KError):
@@ -186,8 +193,9 @@ class AssignmentView:
         }
 
     def active_members(self) -> tuple[str, ...]:
-        """The members that share the work now: the alive non-standby ones, else standbys."""
-        alive = self.alive()
+        """The members that share the work now: the alive non-standby ones, else standbys
+        (never :data:`TOOL_MEMBER`)."""
+        alive = {m: r for m, r in self.alive().items() if m != TOOL_MEMBER}
         working = sorted(m for m, r in alive.items() if not r.standby)
         return tuple(working or sorted(alive))
 
@@ -291,6 +299,7 @@ class Assignment:
             timeout_s=sync_timeout_s,
         )
         self.write_error: str | None = None
+        self._write_error_transient = False
         self._claims = 0
         self._beating = threading.Event()
         self._beats: threading.Thread | None = None
@@ -328,7 +337,7 @@ class Assignment:
         try:
             self._tail.catch_up(self._apply)
         except SyncTimeout as exc:
-            raise ClusterError(f"{exc} (coordination.assignment.topic)") from None
+            raise Unavailable(f"{exc} (coordination.assignment.topic)") from None
         self._check_session()
 
     def tick(self) -> None:
@@ -422,6 +431,8 @@ class Assignment:
         a claim must be visible before its predecessors are fenced."""
         ids: dict[TP, str] = {}
         now_ms = int(time.time() * 1000)
+        # Heartbeats lost in an outage since do not matter; these claims' own failures do.
+        self.write_error = None
         for tp, txid in claims.items():
             self._claims += 1
             claim = f"{self.session}/{self._claims}"
@@ -430,8 +441,13 @@ class Assignment:
                 self.group, tp[0], tp[1], self.member, self.session, txid, claim, now_ms
             )
             self._send(*rec.encode())
-        self._producer.flush(self._tail.timeout_s)
+        left = self._producer.flush(self._tail.timeout_s)
         self._raise_write_error()
+        if left:
+            raise Unavailable(
+                f"claims not acknowledged by the target within {self._tail.timeout_s:g} s "
+                "(coordination.commit.syncTimeout)"
+            )
         return ids
 
     def _await_previous(
@@ -496,7 +512,8 @@ class Assignment:
             p.init_transactions(max(30.0, self._tail.timeout_s))
         except KafkaException as exc:
             err = kafka_error_of(exc)
-            raise ClusterError(
+            kind = Unavailable if err is not None and is_transient(err) else ClusterError
+            raise kind(
                 f"could not fence transactional id {txid!r}: {describe(err) if err else exc}"
             ) from None
         finally:
@@ -516,10 +533,11 @@ class Assignment:
     def _on_delivery(self, err: KafkaError | None, _msg: Message) -> None:
         if err is not None and self.write_error is None:
             self.write_error = f"could not write to {self.topic}: {describe(err)}"
+            self._write_error_transient = is_transient(err)
 
     def _raise_write_error(self) -> None:
         if self.write_error:
-            raise ClusterError(self.write_error)
+            raise (Unavailable if self._write_error_transient else ClusterError)(self.write_error)
 
     def _apply(self, m: Message) -> None:
         read = read_assignment(m, self.on_bad_record, log)

@@ -14,7 +14,7 @@ from typing import Literal
 
 from confluent_kafka import Message
 
-from k2k.errors import ClusterError
+from k2k.errors import Unavailable
 from k2k.formats import OwnerRecord, read_assignment
 from k2k.kafka.murmur2 import murmur2_partition
 from k2k.kafka.tail import SyncTimeout, TopicTail
@@ -77,7 +77,7 @@ def lost_claims(
     try:
         tail.catch_up(take)
     except SyncTimeout as exc:
-        raise ClusterError(f"{exc} (coordination.assignment.topic)") from None
+        raise Unavailable(f"{exc} (coordination.assignment.topic)") from None
     finally:
         tail.close()
     return lost_of(mine, newest)

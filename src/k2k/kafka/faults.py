@@ -25,7 +25,7 @@ from collections.abc import Iterable
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from k2k.errors import ClusterError
+from k2k.errors import ClusterError, Unavailable
 
 __all__ = [
     "Outcome",
@@ -33,6 +33,7 @@ __all__ = [
     "cluster_error",
     "describe",
     "fatal_cause",
+    "is_transient",
     "is_unreachable",
     "kafka_error_of",
 ]
@@ -102,12 +103,14 @@ _HINTS = {
     KafkaError._UNKNOWN_PARTITION: "the partition does not exist on the target topic",
     KafkaError._AUTO_OFFSET_RESET: (
         "source records after the committed progress were deleted (retention) before they "
-        "were replicated; k2k does not skip them silently: reset the partition's progress "
-        "(tombstone its progress record) to continue from the earliest available offset"
+        "were replicated; k2k does not skip them silently: to continue from the earliest "
+        "offset still there, stop the pipeline and run k2k offsets reset -f <pipeline file> "
+        "--topic T --partition P (k2k status shows which partitions)"
     ),
     KafkaError.OFFSET_OUT_OF_RANGE: (
         "the committed progress points outside the source partition (records deleted by "
-        "retention?); reset the pipeline's progress"
+        "retention, or the topic recreated?); see k2k status, then move it with k2k offsets "
+        "set or reset"
     ),
 }
 
@@ -139,6 +142,20 @@ def is_unreachable(err: KafkaError) -> bool:
     False
     """
     return err.code() in _UNREACHABLE and not err.fatal()
+
+
+def is_transient(err: KafkaError) -> bool:
+    """True for a non-fatal error that says a cluster did not answer in time (down,
+    restarting, no leader) rather than refused: what an outage looks like to a client.
+
+    >>> is_transient(KafkaError(KafkaError._MSG_TIMED_OUT))
+    True
+    >>> is_transient(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
+    False
+    """
+    if err.fatal() or err.code() in _FENCED:
+        return False
+    return err.code() in _TRANSIENT or err.code() == KafkaError._MSG_TIMED_OUT or err.retriable()
 
 
 #: A fatal producer error (gapless guarantee) wraps the broker's error in its text only.
@@ -246,12 +263,11 @@ def cluster_error(
             KafkaError._TIMED_OUT,
             KafkaError._ALL_BROKERS_DOWN,
         ):
-            return ClusterError(
+            return Unavailable(
                 f"{cluster} cluster unreachable at {bootstrap} while {doing}: {err.str()}; "
                 f"check {cluster}.kafka.common.bootstrap.servers and that the brokers run "
                 f"(wait bounded by {cluster}.connectTimeout)"
             )
-        return ClusterError(
-            f"{cluster} cluster at {bootstrap} failed while {doing}: {describe(err)}"
-        )
+        kind = Unavailable if is_transient(err) else ClusterError
+        return kind(f"{cluster} cluster at {bootstrap} failed while {doing}: {describe(err)}")
     return ClusterError(f"{cluster} cluster at {bootstrap} failed while {doing}: {exc}")

@@ -76,6 +76,10 @@ class Reachability:
     def unreachable(self, cluster: str) -> bool:
         return cluster in self._outages
 
+    def down_since(self) -> float | None:
+        """When the oldest current outage began (this clock), None while all answer."""
+        return min((o.since for o in list(self._outages.values())), default=None)
+
     def failed(self, cluster: str, where: str, cause: str, since: float) -> None:
         """A probe of ``cluster`` sent at ``since`` got no answer, because of ``cause``."""
         outage = self._outages.get(cluster)

@@ -6,7 +6,9 @@ three ends, decided by :func:`k2k.kafka.faults.classify`:
 * **fenced** — a newer owner took the partitions over: :class:`Fenced` is raised, the lease's
   uncommitted work is void, and the planner re-plans (not an error);
 * **fail** — :class:`k2k.errors.ReplicationError` with the reason and, where known, the
-  record's locator; committed progress stays valid;
+  record's locator; committed progress stays valid. When the error says a cluster did not
+  answer in time (:func:`~k2k.kafka.faults.is_transient`) it is
+  :class:`k2k.errors.Unavailable` instead, and the planner waits the outage out;
 * **retry** — transient errors are librdkafka's to retry: logged (connection failures only at
   DEBUG: the driver reports an unreachable cluster), the copy goes on.
 """
@@ -18,12 +20,13 @@ from collections.abc import Sequence
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from k2k.errors import K2KError, ReplicationError
+from k2k.errors import K2KError, ReplicationError, Unavailable
 from k2k.kafka.faults import (
     Outcome,
     classify,
     describe,
     fatal_cause,
+    is_transient,
     is_unreachable,
     kafka_error_of,
 )
@@ -52,6 +55,8 @@ class RunnerFaults:
         #: A failure noticed out of band (a fatal client error, a rejected progress record):
         #: the next commit point raises it, so nothing after it is committed.
         self.failure: str | None = None
+        #: The failure says a cluster did not answer in time (an outage): transient.
+        self.failure_transient = False
         self._transient_logged = 0
 
     def on_client_error(self, err: KafkaError) -> None:
@@ -69,15 +74,16 @@ class RunnerFaults:
             self._transient_logged += 1
             log.warning("Kafka client: %s", describe(err))
 
-    def fail(self, reason: str) -> None:
-        """Remember the first out-of-band failure."""
+    def fail(self, reason: str, *, transient: bool = False) -> None:
+        """Remember the first out-of-band failure (``transient``: an outage, see
+        :func:`~k2k.kafka.faults.is_transient`)."""
         if self.failure is None:
-            self.failure = reason
+            self.failure, self.failure_transient = reason, transient
 
     def raise_failure(self) -> None:
         """Raise the remembered failure, if any (called at every commit point)."""
         if self.failure:
-            raise ReplicationError(self.failure)
+            raise (Unavailable if self.failure_transient else ReplicationError)(self.failure)
 
     def fenced(self, err: KafkaError) -> Fenced:
         return Fenced(
@@ -91,6 +97,11 @@ class RunnerFaults:
         err = fatal_cause(err, self.producers)
         if classify(err) is Outcome.FENCED or self.fenced_by is not None:
             return self.fenced(self.fenced_by or err)
+        if is_transient(err):  # e.g. init_transactions timed out: the target is down
+            return Unavailable(
+                f"the target did not answer in time: {describe(err)}; progress stays at the "
+                "last committed batch"
+            )
         return ReplicationError(
             f"a Kafka client failed: {describe(err)}; progress stays at the last committed batch"
         )

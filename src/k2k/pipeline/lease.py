@@ -89,6 +89,7 @@ def lease_template(
         sync_timeout_s=commit.sync_timeout.total_seconds(),
         on_sync_timeout=cfg.error_handling.on_commit_sync_timeout,
         on_bad_record=cfg.error_handling.on_control_message_deserialization_error,
+        on_records_lost=cfg.error_handling.on_source_records_lost,
     )
 
 

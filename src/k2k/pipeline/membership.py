@@ -138,13 +138,17 @@ class Membership:
     def release(
         self, lease_id: int, groups: Iterable[RunnerGroup], summaries: Iterable[RunnerSummary]
     ) -> None:
-        """Step 4: release the partitions of every runner that returned (its producer is
-        done), except fenced ones: another member owns those now."""
+        """Step 4: release the partitions of every runner that returned cleanly (its
+        producer is done). Not those of fenced runners (another member owns them now), nor
+        of failed ones: exactly-once, a transaction whose abort failed may still be open,
+        and an unreleased claim makes the next claimant fence its transactional id first."""
         by_index = {g.index: g for g in groups}
         done: dict[TP, str] = {}
         for s in summaries:
             if s.fenced:
                 log.warning("lease %d runner %d stood down: %s", lease_id, s.group, s.fenced)
+                continue
+            if s.error:
                 continue
             for t, p, claim in by_index[s.group].claims:
                 done[(t, p)] = claim

@@ -96,6 +96,8 @@ class LeaseSpec:
     sync_timeout_s: float = 30.0
     on_sync_timeout: Policy = "fail"
     on_bad_record: Policy = "fail"
+    #: ``errorHandling.onSourceRecordsLost``: ``fail`` or ``continue``.
+    on_records_lost: str = "fail"
     #: Builds each runner's observer of produced runs (offset mapping, metrics) on the
     #: executor, given the runner's commit strategy (records that must commit with a batch
     #: go through its ``add``); a picklable callable. None: no observer, the fast path.

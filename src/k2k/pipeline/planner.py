@@ -12,7 +12,9 @@ discovery, Spark and the lease channel), one pass of the loop is one *lease*:
 3. **claim** the partitions in the assignment topic (:mod:`k2k.pipeline.membership`);
 4. **run** one Spark job whose tasks copy until the lease deadline or until the planner ends
    the lease early (:mod:`k2k.pipeline.lease`), then release the partitions;
-5. **fold** the runners' summaries into the committed progress; stop on a runner fault.
+5. **fold** the runners' summaries into the committed progress; stop on a runner fault,
+   but wait out an outage (a cluster that did not answer in time) and plan again
+   (:mod:`k2k.pipeline.outage`).
 
 Progress lives on the target cluster, so the driver needs no Spark checkpoint and a
 restarted driver simply reads the commit topic again.
@@ -25,13 +27,14 @@ import dataclasses
 import logging
 import threading
 from collections.abc import Callable
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from k2k.config import PipelineConfig
 from k2k.controltopics import ensure_control_topics
 from k2k.coordination.assignment import StandDown, default_member_name
 from k2k.coordination.progress import ProgressStore
-from k2k.errors import ReplicationError
+from k2k.errors import ReplicationError, Unavailable
 from k2k.observability.reachability import ClusterWatch
 from k2k.observability.stats import LiveStats, PipelineStats
 from k2k.pipeline.channel import LeaseControl
@@ -39,6 +42,7 @@ from k2k.pipeline.discovery import Discovery
 from k2k.pipeline.lease import LeaseJob, lease_template, open_channel
 from k2k.pipeline.mappings import MappingPublisher
 from k2k.pipeline.membership import Membership
+from k2k.pipeline.outage import OutageRider
 from k2k.pipeline.plan import LeaseSpec, PartitionRange, RunnerGroup, plan_groups
 from k2k.pipeline.positions import StartPositions
 from k2k.pipeline.spark import start_spark
@@ -49,6 +53,11 @@ if TYPE_CHECKING:
     from k2k.metrics.replicator import ReplicatorMetrics
 
 __all__ = ["PipelineStats", "Planner"]
+
+
+def _seconds(duration: timedelta | None) -> float | None:
+    return None if duration is None else duration.total_seconds()
+
 
 log = logging.getLogger("k2k.planner")
 
@@ -106,6 +115,7 @@ class Planner:
         self.control: LeaseControl | None = None
         self.telemetry = telemetry
         self.metrics: ReplicatorMetrics | None = None
+        self.outages: OutageRider | None = None
         self._fencings = 0
 
     # -- public --------------------------------------------------------------------------
@@ -122,11 +132,22 @@ class Planner:
         statistics. Closes everything it opened, also on errors."""
         try:
             prepared = self._prepare()
+            outages = self.outages = OutageRider(
+                {"source": self.discovery.source, "target": self.discovery.target},
+                _seconds(self.cfg.error_handling.max_outage),
+                self._stop,
+                self.watch.reachability.down_since,
+            )
             discover = False  # _prepare just discovered, for the first lease
             while not self._stop.is_set():
                 if self.until_caught_up and self.positions.caught_up(self.stats.ends or {}):
                     break
-                self._lease(prepared, discover=discover)
+                try:
+                    self._lease(prepared, discover=discover)
+                except Unavailable as exc:
+                    outages.wait(exc)  # raises once the outage outlasts maxOutage
+                else:
+                    outages.over()
                 discover = True
             return self.stats
         except StandDown:
@@ -266,6 +287,8 @@ class Planner:
         self.control.new_lease()
         if self._stop.is_set():
             return
+        if self.outages is not None:
+            self.outages.resumed()
         spec = dataclasses.replace(
             prepared.template, lease_id=self.stats.leases, topics=self.discovery.plans()
         )
@@ -285,10 +308,13 @@ class Planner:
         if self.metrics is not None:
             fencings, self._fencings = membership.fencings - self._fencings, membership.fencings
             self.metrics.lease_ended(spec.lease_id, summaries, fencings)
-        errors = self.positions.fold(spec.lease_id, summaries, self.stats)
+        self.positions.fold(spec.lease_id, summaries, self.stats)
         live.tick()
-        if errors:
-            raise ReplicationError(errors[0])
+        failed = [s for s in summaries if s.error]
+        if failed:
+            # Only outages are waited out; any other fault ends the run.
+            outage = all(s.error_class == Unavailable.__name__ for s in failed)
+            raise (Unavailable if outage else ReplicationError)(failed[0].error)
 
     def _plan(self, ranges: list[PartitionRange], slots: int) -> list[RunnerGroup]:
         """Split ``ranges`` into at most ``slots`` runner groups balanced by their lag now."""

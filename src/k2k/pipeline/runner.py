@@ -117,6 +117,7 @@ class Runner:
                     self.ledger.committed,
                     self.ledger.outcomes,
                     self.faults.on_client_error,
+                    spec.on_records_lost,
                 )
                 closing.callback(source.close)
                 if not source.assigned and not self.ledger.unwritten:

@@ -41,7 +41,12 @@ class SourceReader:
         committed: Mapping[TP, int],
         outcomes: Mapping[TP, PartitionOutcome],
         on_error: Callable[[KafkaError], None],
+        on_records_lost: str = "fail",
     ) -> None:
+        """``on_records_lost``: ``errorHandling.onSourceRecordsLost`` (:meth:`_lost`)."""
+        self.on_records_lost = on_records_lost
+        #: Records skipped under ``continue``, per partition.
+        self.lost: dict[TP, int] = {}
         active = [r for r in ranges if r.end is None or r.start < r.end]
         for r in ranges:
             if r.end is not None and r.start >= r.end:
@@ -91,11 +96,44 @@ class SourceReader:
             self.eof[(m.topic() or "", m.partition() or 0)] = m.offset() or 0
             return
         where = f"{m.topic()}[{m.partition()}]"
+        if err.code() == KafkaError._AUTO_OFFSET_RESET:
+            self._lost((m.topic() or "", m.partition() or 0))
+            return
         if classify(err) is Outcome.RETRY:
             level = logging.DEBUG if is_unreachable(err) else logging.WARNING  # as in faults.py
             log.log(level, "source %s: %s (retrying)", where, describe(err))
             return
         raise ReplicationError(f"reading source {where} failed: {describe(err)}")
+
+    def _lost(self, tp: TP) -> None:
+        """The position of ``tp`` is outside the partition. Below its earliest offset
+        (retention deleted records never replicated): ``fail`` stops naming the range,
+        ``continue`` moves on to the earliest offset. Past its end (the topic was recreated):
+        always stops, as progress never moves backwards by itself."""
+        low, high = self.consumer.get_watermark_offsets(
+            TopicPartition(tp[0], tp[1]), timeout=10, cached=False
+        )
+        position = self.positions({tp: None})[tp]
+        where = f"source {tp[0]}[{tp[1]}]"
+        command = f"k2k offsets reset -f <pipeline file> --topic {tp[0]} --partition {tp[1]}"
+        if position >= low:
+            raise ReplicationError(
+                f"{where}: the committed position {position} is past the partition's end "
+                f"{high} (the topic was recreated or truncated?); to replicate it from its "
+                f"start, stop the pipeline and run {command}"
+            )
+        lost = f"records {position}..{low - 1} were deleted (retention) before they were replicated"
+        if self.on_records_lost != "continue":
+            raise ReplicationError(
+                f"{where}: {lost}; to continue from its earliest offset {low}, stop the "
+                f"pipeline and run {command} (or set errorHandling.onSourceRecordsLost: "
+                "continue)"
+            )
+        log.warning(
+            "%s: %s; continuing from %d (errorHandling.onSourceRecordsLost)", where, lost, low
+        )
+        self.lost[tp] = self.lost.get(tp, 0) + low - position
+        self.consumer.seek(TopicPartition(tp[0], tp[1], low))
 
     def positions(self, only: Mapping[TP, object] | None = None) -> Positions:
         """Next offset to read per assigned partition (``only``: of those partitions): the

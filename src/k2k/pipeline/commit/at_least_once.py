@@ -21,8 +21,8 @@ from collections.abc import Callable
 
 from confluent_kafka import KafkaError, Message, Producer
 
-from k2k.errors import ReplicationError
-from k2k.kafka.faults import describe
+from k2k.errors import ReplicationError, Unavailable
+from k2k.kafka.faults import describe, is_transient
 from k2k.kafka.produce import produce_when_room
 from k2k.pipeline.commit import BatchRecord, DeliveryCallback
 from k2k.pipeline.commit.ledger import Positions, ProgressLedger
@@ -39,7 +39,7 @@ class _Epoch:
     thread (inside ``poll``/``flush``), so no locking is needed.
     """
 
-    __slots__ = ("error", "outstanding", "positions", "records", "sealed", "started")
+    __slots__ = ("error", "outstanding", "positions", "records", "sealed", "started", "transient")
 
     def __init__(self, now: float) -> None:
         self.outstanding = 0
@@ -48,6 +48,7 @@ class _Epoch:
         self.sealed = now
         self.positions: Positions = {}
         self.error: str | None = None
+        self.transient = False  # the error is an outage's (the record timed out)
 
     def on_delivery(self, err: KafkaError | None, msg: Message) -> None:
         self.outstanding -= 1
@@ -55,6 +56,7 @@ class _Epoch:
             self.error = (
                 f"target rejected a record for {msg.topic()}[{msg.partition()}]: {describe(err)}"
             )
+            self.transient = is_transient(err)
 
 
 class AtLeastOnce:
@@ -121,7 +123,7 @@ class AtLeastOnce:
         timeout = self.spec.flush_timeout_s
         left = self.producer.flush(timeout)
         if left:
-            raise ReplicationError(
+            raise Unavailable(
                 f"the target did not acknowledge {left} records within {timeout:.0f} s; "
                 "nothing after the last progress is committed"
             )
@@ -129,10 +131,9 @@ class AtLeastOnce:
         self._commit_ready()
         # Step 4. The progress records themselves are acknowledged.
         left = self.producer.flush(timeout)
-        if left or self.faults.failure:
-            raise ReplicationError(
-                self.faults.failure or f"{left} progress records were not acknowledged"
-            )
+        self.faults.raise_failure()
+        if left:
+            raise Unavailable(f"{left} progress records were not acknowledged in {timeout:.0f} s")
 
     def abandon(self) -> None:
         """Nothing to undo: records after the last progress are replayed on the next start."""
@@ -168,7 +169,8 @@ class AtLeastOnce:
         for epoch in self.pending:
             if epoch.error:
                 self._count_failure()
-                raise ReplicationError(epoch.error + self.ledger.uncommitted_of(epoch.positions))
+                kind = Unavailable if epoch.transient else ReplicationError
+                raise kind(epoch.error + self.ledger.uncommitted_of(epoch.positions))
         self.faults.raise_failure()
         if self.pending and self.pending[0].outstanding:
             timeout = self.spec.ack_timeout_s

@@ -20,9 +20,9 @@ from typing import Protocol
 from confluent_kafka import KafkaError, Message, Producer
 
 from k2k.coordination.progress import ProgressStore
-from k2k.errors import ReplicationError
+from k2k.errors import Unavailable
 from k2k.formats import ProgressKey, ProgressRecord
-from k2k.kafka.faults import describe
+from k2k.kafka.faults import describe, is_transient
 from k2k.kafka.murmur2 import murmur2_partition
 from k2k.kafka.produce import produce_when_room
 from k2k.pipeline.faults import RunnerFaults
@@ -164,9 +164,9 @@ class ProgressLedger:
         ]
         return f" (uncommitted source ranges: {', '.join(parts)})" if parts else ""
 
-    def unacknowledged(self, timeout_s: float, positions: Mapping[TP, int]) -> ReplicationError:
+    def unacknowledged(self, timeout_s: float, positions: Mapping[TP, int]) -> Unavailable:
         """The error for a commit batch the target did not acknowledge in time."""
-        return ReplicationError(
+        return Unavailable(
             f"the target did not acknowledge a commit batch within {timeout_s:.0f} s "
             "(the producer's delivery timeout, message.timeout.ms)" + self.uncommitted_of(positions)
         )
@@ -177,4 +177,6 @@ class ProgressLedger:
         if err is not None:
             topic = msg.topic() or self.spec.commit_topic
             what = "progress" if topic == self.spec.commit_topic else "a control record"
-            self.faults.fail(f"could not write {what} to {topic}: {describe(err)}")
+            self.faults.fail(
+                f"could not write {what} to {topic}: {describe(err)}", transient=is_transient(err)
+            )

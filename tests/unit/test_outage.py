@@ -1,0 +1,76 @@
+"""The planner's outage rider: when it gives up (``errorHandling.maxOutage``, counted from
+the first unanswered probe) and what it says. Lease failures for real:
+tests/integration/test_outages.py."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+
+from k2k.errors import Unavailable
+from k2k.kafka.admin import ClusterView
+from k2k.pipeline.outage import OutageRider
+
+FAILURE = Unavailable("target cluster unreachable at h:1 while reading progress")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def views() -> dict[str, ClusterView]:
+    """Real views of clusters nobody asks here: the rider reads only their ``answering``."""
+    return {
+        c: ClusterView(c, {"bootstrap.servers": "127.0.0.1:1"}, 1.0) for c in ("source", "target")
+    }
+
+
+def test_the_wait_ends_when_both_clusters_answer_and_the_outage_is_announced_once(caplog):
+    clock = Clock()
+    rider = OutageRider(views(), None, threading.Event(), clock=clock)
+    with caplog.at_level(logging.INFO, logger="k2k.planner"):
+        rider.wait(FAILURE)  # both answer (as the watch last saw them): one backoff
+        clock.now += 70
+        rider.resumed()
+        rider.resumed()
+        rider.over()
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[0].startswith("replication paused: target cluster unreachable at h:1")
+    assert "as long as it takes, errorHandling.maxOutage" in lines[0]
+    assert lines[1:] == ["replicating again after 70 s"]
+    assert (rider.since, rider.outages) == (None, 1)
+
+
+def test_max_outage_counts_from_the_first_unanswered_probe():
+    clock = Clock()
+    rider = OutageRider(views(), 20.0, threading.Event(), lambda: clock.now - 50, clock)
+    with pytest.raises(Unavailable) as err:
+        rider.wait(FAILURE)
+    assert str(err.value).endswith("; gave up after 50 s (errorHandling.maxOutage 20 s)")
+
+
+def test_max_outage_ends_a_wait_for_clusters_that_stay_away():
+    clock = Clock()
+    away = views()
+    away["target"].answering = False
+    stop = threading.Event()
+    rider = OutageRider(away, 20.0, stop, clock=clock)
+    timer = threading.Timer(1.5, lambda: setattr(clock, "now", clock.now + 21))
+    timer.start()
+    with pytest.raises(Unavailable, match=r"gave up after 21 s \(errorHandling.maxOutage 20 s\)"):
+        rider.wait(FAILURE)
+    timer.join()
+
+
+def test_a_stop_request_ends_the_wait():
+    away = views()
+    away["source"].answering = False
+    stop = threading.Event()
+    stop.set()
+    OutageRider(away, None, stop).wait(FAILURE)  # returns at once
