@@ -133,7 +133,9 @@ class SourceReader:
             "%s: %s; continuing from %d (errorHandling.onSourceRecordsLost)", where, lost, low
         )
         self.lost[tp] = self.lost.get(tp, 0) + low - position
-        self.consumer.seek(TopicPartition(tp[0], tp[1], low))
+        # The partition's fetcher stopped on the error (a seek is refused): assign it anew.
+        self.consumer.incremental_unassign([TopicPartition(tp[0], tp[1])])
+        self.consumer.incremental_assign([TopicPartition(tp[0], tp[1], low)])
 
     def positions(self, only: Mapping[TP, object] | None = None) -> Positions:
         """Next offset to read per assigned partition (``only``: of those partitions): the
