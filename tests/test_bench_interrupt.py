@@ -28,16 +28,18 @@ def _tree(pid: int) -> list[psutil.Process]:
         return []
 
 
+def _command(p: psutil.Process) -> str:
+    """``p``'s command line; "" for a process that ended (a short-lived child may be a
+    zombie by the time it is asked)."""
+    try:
+        return " ".join(p.cmdline())
+    except psutil.Error:
+        return ""
+
+
 def _spark_started(pid: int) -> bool:
     """The k2k contender's Spark JVM is up: the run is inside a contender's copy."""
-    for p in _tree(pid):
-        try:
-            cmd = " ".join(p.cmdline())
-        except psutil.Error:
-            continue
-        if "org.apache.spark" in cmd or "pyspark" in cmd:
-            return True
-    return False
+    return any("org.apache.spark" in cmd or "pyspark" in cmd for cmd in map(_command, _tree(pid)))
 
 
 def _listening_ports(procs: list[psutil.Process]) -> set[int]:
@@ -72,7 +74,7 @@ def test_sigterm_stops_brokers_contenders_and_their_children(tmp_path: Path) -> 
     try:
         eventually(lambda: _spark_started(harness.pid), expected=True, timeout=300, interval=0.5)
         started = _tree(harness.pid)
-        brokers = [p for p in started if "kafka.Kafka" in " ".join(p.cmdline())]
+        brokers = [p for p in started if "kafka.Kafka" in _command(p)]
         ports = _listening_ports(brokers)
         assert len(brokers) == 2 and len(ports) >= 4, (
             "two brokers, each a client and controller port"

@@ -711,9 +711,8 @@ class ErrorHandling(K2KModel):
     on_commit_sync_timeout: Policy = Field(
         "fail",
         description="Progress records could not be read within `coordination.commit.syncTimeout`: "
-        "`fail` never goes on with a partial read: at start-up it stops the pipeline, while "
-        "running the lease fails and is retried as an outage (`errorHandling.maxOutage`); "
-        "`ignore` logs it and continues with the progress read so far (partitions whose "
+        "`fail` stops the pipeline (unless a cluster does not answer at that moment: an "
+        "outage is waited out, `errorHandling.maxOutage`); `ignore` logs it and continues with the progress read so far (partitions whose "
         "progress was not read may replicate records again).",
     )
     on_control_message_deserialization_error: Policy = Field(

@@ -16,7 +16,7 @@ from typing import Literal
 
 from confluent_kafka import Message
 
-from k2k.errors import ControlRecordError, Unavailable
+from k2k.errors import ClusterError, ControlRecordError
 from k2k.formats import ProgressKey, ProgressRecord, unreadable
 from k2k.formats.codec import locator
 from k2k.kafka.tail import SyncTimeout, TopicTail
@@ -106,7 +106,7 @@ class ProgressStore:
             f"(coordination.commit.syncTimeout)"
         )
         if self.on_sync_timeout == "fail":
-            raise Unavailable(msg + "; errorHandling.onCommitSyncTimeout is 'fail'")
+            raise ClusterError(msg + "; errorHandling.onCommitSyncTimeout is 'fail'")
         log.warning(
             "%s; continuing with what was read (errorHandling.onCommitSyncTimeout: ignore)", msg
         )

@@ -312,8 +312,10 @@ class Planner:
         live.tick()
         failed = [s for s in summaries if s.error]
         if failed:
-            # Only outages are waited out; any other fault ends the run.
+            # Only outages are waited out: failures that say a cluster did not answer, or
+            # any failure while a cluster does not answer the probes. Others end the run.
             outage = all(s.error_class == Unavailable.__name__ for s in failed)
+            outage = outage or self.watch.reachability.down_since() is not None
             raise (Unavailable if outage else ReplicationError)(failed[0].error)
 
     def _plan(self, ranges: list[PartitionRange], slots: int) -> list[RunnerGroup]:
