@@ -104,7 +104,7 @@ def test_max_lag_is_unknown_when_a_partition_behind_has_no_known_lag():
 
 
 def test_positions_the_source_cannot_serve_are_flagged():
-    doc = status_of([Lag(3, 10, 20, 10, 1.0, "below-earliest"), Lag(30, 0, 5, 0, 0.0, "past-end")])
+    doc = status_of([Lag(3, 10, 20, 10, 1.0), Lag(30, 0, 5, 0, 0.0)])
     assert [p["problem"] for p in doc.to_json()["partitions"]] == ["below-earliest", "past-end"]
     assert doc.totals()["problems"] == 2
     text = doc.render()

@@ -42,15 +42,22 @@ PROBLEMS = {
 @dataclass(frozen=True, slots=True)
 class Lag:
     """How far one partition is behind: where replication continues, the source's end and
-    earliest offsets, and the distance (None where the partition is not on the source).
-    ``problem`` is a key of :data:`PROBLEMS`, or None."""
+    earliest offsets, and the distance (None where the partition is not on the source)."""
 
     position: int | None
     earliest: int | None
     end: int | None
     records: int | None
     seconds: float | None
-    problem: str | None = None
+
+    @property
+    def problem(self) -> str | None:
+        """A key of :data:`PROBLEMS` when the source cannot serve the position, else None."""
+        if self.position is None or self.earliest is None or self.end is None:
+            return None
+        if self.position < self.earliest:
+            return "below-earliest"
+        return "past-end" if self.position > self.end else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,14 +125,15 @@ class PipelineStatus:
 
     def to_json(self) -> dict[str, Any]:
         """One JSON document for scripts (fields: docs/operations.md#k2k-status)."""
+        shown = self.shown_members()
         return {
             "pipeline": self.pipeline,
             "commitGroup": self.commit_group,
             "exactlyOnce": self.exactly_once,
             "graceWindowMs": self.grace_ms,
             "observedAt": self.observed_at_ms,
-            "members": [self._member_json(m) for m in self.shown_members()],
-            "membersNotShown": len(self.members) - len(self.shown_members()),
+            "members": [self._member_json(m) for m in shown],
+            "membersNotShown": len(self.members) - len(shown),
             "partitions": [p.to_json() for p in self.partitions],
             "totals": self.totals(),
         }
@@ -266,8 +274,7 @@ def _lags(
             continue
         pos, low, end = positions[tp], earliest[tp], ends[tp]
         records, seconds = _distance(max(pos, low), end, firsts, tp, at_ms)
-        problem = "below-earliest" if pos < low else "past-end" if pos > end else None
-        out[tp] = Lag(pos, low, end, records, seconds, problem)
+        out[tp] = Lag(pos, low, end, records, seconds)
     return out
 
 

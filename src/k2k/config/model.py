@@ -712,8 +712,9 @@ class ErrorHandling(K2KModel):
         "fail",
         description="Progress records could not be read within `coordination.commit.syncTimeout`: "
         "`fail` stops the pipeline (unless a cluster does not answer at that moment: an "
-        "outage is waited out, `errorHandling.maxOutage`); `ignore` logs it and continues with the progress read so far (partitions whose "
-        "progress was not read may replicate records again).",
+        "outage is waited out, `errorHandling.maxOutage`); `ignore` logs it and continues "
+        "with the progress read so far (partitions whose progress was not read may "
+        "replicate records again).",
     )
     on_control_message_deserialization_error: Policy = Field(
         "fail",

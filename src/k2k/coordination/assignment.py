@@ -57,7 +57,7 @@ from k2k.formats import (
     read_assignment,
 )
 from k2k.kafka.factory import build_producer
-from k2k.kafka.faults import describe, is_transient, kafka_error_of
+from k2k.kafka.faults import describe, failure_kind, kafka_error_of
 from k2k.kafka.murmur2 import murmur2_partition
 from k2k.kafka.tail import SyncTimeout, TopicTail
 
@@ -298,8 +298,8 @@ class Assignment:
             group_id=f"k2k.{group}.assignment-reader",
             timeout_s=sync_timeout_s,
         )
-        self.write_error: str | None = None
-        self._write_error_transient = False
+        #: The first failed write (heartbeat or claim) since the last claims were written.
+        self.write_error: ClusterError | None = None
         self._claims = 0
         self._beating = threading.Event()
         self._beats: threading.Thread | None = None
@@ -512,8 +512,7 @@ class Assignment:
             p.init_transactions(max(30.0, self._tail.timeout_s))
         except KafkaException as exc:
             err = kafka_error_of(exc)
-            kind = Unavailable if err is not None and is_transient(err) else ClusterError
-            raise kind(
+            raise failure_kind(err, ClusterError)(
                 f"could not fence transactional id {txid!r}: {describe(err) if err else exc}"
             ) from None
         finally:
@@ -532,12 +531,12 @@ class Assignment:
 
     def _on_delivery(self, err: KafkaError | None, _msg: Message) -> None:
         if err is not None and self.write_error is None:
-            self.write_error = f"could not write to {self.topic}: {describe(err)}"
-            self._write_error_transient = is_transient(err)
+            kind = failure_kind(err, ClusterError)
+            self.write_error = kind(f"could not write to {self.topic}: {describe(err)}")
 
     def _raise_write_error(self) -> None:
-        if self.write_error:
-            raise (Unavailable if self._write_error_transient else ClusterError)(self.write_error)
+        if self.write_error is not None:
+            raise self.write_error
 
     def _apply(self, m: Message) -> None:
         read = read_assignment(m, self.on_bad_record, log)

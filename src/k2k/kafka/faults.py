@@ -22,22 +22,26 @@ from __future__ import annotations
 import enum
 import time
 from collections.abc import Iterable
+from typing import TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from k2k.errors import ClusterError, Unavailable
+from k2k.errors import ClusterError, K2KError, Unavailable
 
 __all__ = [
     "Outcome",
     "classify",
     "cluster_error",
     "describe",
+    "failure_kind",
     "fatal_cause",
     "is_transient",
     "is_unreachable",
     "kafka_error_of",
 ]
 
+
+E = TypeVar("E", bound=K2KError)
 
 #: How long :func:`fatal_cause` waits for a fatal producer to raise its cause.
 FATAL_CAUSE_WAIT_S = 5.0
@@ -158,6 +162,17 @@ def is_transient(err: KafkaError) -> bool:
     return err.code() in _TRANSIENT or err.code() == KafkaError._MSG_TIMED_OUT or err.retriable()
 
 
+def failure_kind(err: KafkaError | None, otherwise: type[E]) -> type[E] | type[Unavailable]:
+    """The error to raise for a failure caused by ``err``: :class:`~k2k.errors.Unavailable`
+    for an outage's (:func:`is_transient`, waited out by a running pipeline), else
+    ``otherwise``.
+
+    >>> failure_kind(KafkaError(KafkaError._MSG_TIMED_OUT), ClusterError).__name__
+    'Unavailable'
+    """
+    return Unavailable if err is not None and is_transient(err) else otherwise
+
+
 #: A fatal producer error (gapless guarantee) wraps the broker's error in its text only.
 _WRAPPED_CAUSES = (("Message size too large", KafkaError.MSG_SIZE_TOO_LARGE),)
 
@@ -268,6 +283,7 @@ def cluster_error(
                 f"check {cluster}.kafka.common.bootstrap.servers and that the brokers run "
                 f"(wait bounded by {cluster}.connectTimeout)"
             )
-        kind = Unavailable if is_transient(err) else ClusterError
-        return kind(f"{cluster} cluster at {bootstrap} failed while {doing}: {describe(err)}")
+        return failure_kind(err, ClusterError)(
+            f"{cluster} cluster at {bootstrap} failed while {doing}: {describe(err)}"
+        )
     return ClusterError(f"{cluster} cluster at {bootstrap} failed while {doing}: {exc}")

@@ -25,6 +25,7 @@ from k2k.kafka.faults import (
     Outcome,
     classify,
     describe,
+    failure_kind,
     fatal_cause,
     is_transient,
     is_unreachable,
@@ -54,9 +55,7 @@ class RunnerFaults:
         self.fenced_by: KafkaError | None = None
         #: A failure noticed out of band (a fatal client error, a rejected progress record):
         #: the next commit point raises it, so nothing after it is committed.
-        self.failure: str | None = None
-        #: The failure says a cluster did not answer in time (an outage): transient.
-        self.failure_transient = False
+        self.failure: K2KError | None = None
         self._transient_logged = 0
 
     def on_client_error(self, err: KafkaError) -> None:
@@ -74,16 +73,16 @@ class RunnerFaults:
             self._transient_logged += 1
             log.warning("Kafka client: %s", describe(err))
 
-    def fail(self, reason: str, *, transient: bool = False) -> None:
-        """Remember the first out-of-band failure (``transient``: an outage, see
-        :func:`~k2k.kafka.faults.is_transient`)."""
+    def fail(self, reason: str, err: KafkaError | None = None) -> None:
+        """Remember the first out-of-band failure, caused by ``err`` where known (an
+        outage's error makes it :class:`~k2k.errors.Unavailable`)."""
         if self.failure is None:
-            self.failure, self.failure_transient = reason, transient
+            self.failure = failure_kind(err, ReplicationError)(reason)
 
     def raise_failure(self) -> None:
         """Raise the remembered failure, if any (called at every commit point)."""
-        if self.failure:
-            raise (Unavailable if self.failure_transient else ReplicationError)(self.failure)
+        if self.failure is not None:
+            raise self.failure
 
     def fenced(self, err: KafkaError) -> Fenced:
         return Fenced(

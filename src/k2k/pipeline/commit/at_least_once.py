@@ -21,8 +21,8 @@ from collections.abc import Callable
 
 from confluent_kafka import KafkaError, Message, Producer
 
-from k2k.errors import ReplicationError, Unavailable
-from k2k.kafka.faults import describe, is_transient
+from k2k.errors import K2KError, ReplicationError, Unavailable
+from k2k.kafka.faults import describe, failure_kind
 from k2k.kafka.produce import produce_when_room
 from k2k.pipeline.commit import BatchRecord, DeliveryCallback
 from k2k.pipeline.commit.ledger import Positions, ProgressLedger
@@ -39,7 +39,7 @@ class _Epoch:
     thread (inside ``poll``/``flush``), so no locking is needed.
     """
 
-    __slots__ = ("error", "outstanding", "positions", "records", "sealed", "started", "transient")
+    __slots__ = ("error", "kind", "outstanding", "positions", "records", "sealed", "started")
 
     def __init__(self, now: float) -> None:
         self.outstanding = 0
@@ -48,7 +48,7 @@ class _Epoch:
         self.sealed = now
         self.positions: Positions = {}
         self.error: str | None = None
-        self.transient = False  # the error is an outage's (the record timed out)
+        self.kind: type[K2KError] = ReplicationError  # Unavailable for an outage's error
 
     def on_delivery(self, err: KafkaError | None, msg: Message) -> None:
         self.outstanding -= 1
@@ -56,7 +56,7 @@ class _Epoch:
             self.error = (
                 f"target rejected a record for {msg.topic()}[{msg.partition()}]: {describe(err)}"
             )
-            self.transient = is_transient(err)
+            self.kind = failure_kind(err, ReplicationError)
 
 
 class AtLeastOnce:
@@ -169,8 +169,7 @@ class AtLeastOnce:
         for epoch in self.pending:
             if epoch.error:
                 self._count_failure()
-                kind = Unavailable if epoch.transient else ReplicationError
-                raise kind(epoch.error + self.ledger.uncommitted_of(epoch.positions))
+                raise epoch.kind(epoch.error + self.ledger.uncommitted_of(epoch.positions))
         self.faults.raise_failure()
         if self.pending and self.pending[0].outstanding:
             timeout = self.spec.ack_timeout_s

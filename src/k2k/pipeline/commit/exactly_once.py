@@ -19,9 +19,9 @@ from collections.abc import Callable
 from confluent_kafka import KafkaException, Producer
 
 from k2k.coordination.assignment import producer_ids
-from k2k.errors import ReplicationError, Unavailable
+from k2k.errors import ReplicationError
 from k2k.kafka.factory import build_producer
-from k2k.kafka.faults import Outcome, classify, describe, is_transient, kafka_error_of
+from k2k.kafka.faults import Outcome, classify, describe, failure_kind, kafka_error_of
 from k2k.kafka.produce import produce_when_room
 from k2k.pipeline.commit import BatchRecord, DeliveryCallback
 from k2k.pipeline.commit.ledger import TP, Positions, ProgressLedger, Written
@@ -211,8 +211,7 @@ class ExactlyOnce:
                     # transaction timeout; a fatal producer cannot abort anything.
                     with contextlib.suppress(KafkaException):
                         producer.abort_transaction(30)
-                kind = Unavailable if is_transient(err) else ReplicationError
-                raise kind(
+                raise failure_kind(err, ReplicationError)(
                     f"a transaction on the target failed, nothing of it is committed: "
                     f"{describe(err)}" + self.ledger.uncommitted_of(positions)
                 ) from None

@@ -22,7 +22,7 @@ from confluent_kafka import KafkaError, Message, Producer
 from k2k.coordination.progress import ProgressStore
 from k2k.errors import Unavailable
 from k2k.formats import ProgressKey, ProgressRecord
-from k2k.kafka.faults import describe, is_transient
+from k2k.kafka.faults import describe
 from k2k.kafka.murmur2 import murmur2_partition
 from k2k.kafka.produce import produce_when_room
 from k2k.pipeline.faults import RunnerFaults
@@ -177,6 +177,4 @@ class ProgressLedger:
         if err is not None:
             topic = msg.topic() or self.spec.commit_topic
             what = "progress" if topic == self.spec.commit_topic else "a control record"
-            self.faults.fail(
-                f"could not write {what} to {topic}: {describe(err)}", transient=is_transient(err)
-            )
+            self.faults.fail(f"could not write {what} to {topic}: {describe(err)}", err)
