@@ -191,6 +191,12 @@ MANAGED: dict[str, tuple[frozenset[str] | None, str]] = {
         frozenset({"false"}),
         "the idempotent producer keeps each partition's order when requests are retried",
     ),
+    "allow.auto.create.topics": (
+        frozenset({"true"}),
+        "k2k creates target topics itself (features.autoCreateTopics) with the source's "
+        "partition count and configs; a topic the broker creates on a write gets the broker's "
+        "defaults, and a deleted target topic would come back without its records unnoticed",
+    ),
     "isolation.level": (
         frozenset({"read_uncommitted"}),
         "k2k reads read_committed so that aborted source transactions are never replicated",

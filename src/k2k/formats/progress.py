@@ -12,6 +12,14 @@ ProgressKey(orders-dr: orders[3])
 b'{"committedAt":1700000000000,"offset":42,"owner":"host-a","pipeline":"orders-dr","v":1}'
 >>> ProgressRecord.decode(*rec.encode(), "__k2k_consumer-offsets", 0, 7) == rec
 True
+
+Since the source topic's id was added (optional, so records without it still decode):
+
+>>> rec = ProgressRecord("dr", "orders", 0, 5, "dr", 1700000000000, "a", "Sx1vT5XqQ2aJ0e1b6nWz9g")
+>>> rec.encode_value()
+b'{"committedAt":1700000000000,"offset":5,"owner":"a","pipeline":"dr","topicId":"Sx1vT5XqQ2aJ0e1b6nWz9g","v":1}'
+>>> ProgressRecord.decode(*rec.encode(), "__k2k_consumer-offsets", 0, 8).topic_id
+'Sx1vT5XqQ2aJ0e1b6nWz9g'
 """
 
 from __future__ import annotations
@@ -85,6 +93,9 @@ class ProgressRecord:
     committed_at_ms: int
     #: The assignment member that wrote the record ("" when unknown, e.g. older writers).
     owner: str = ""
+    #: The source topic's id when the record was written ("" when unknown): a topic deleted
+    #: and created again under the same name has a new id, and this progress is not its.
+    topic_id: str = ""
 
     @property
     def key(self) -> ProgressKey:
@@ -103,6 +114,8 @@ class ProgressRecord:
         }
         if self.owner:
             value["owner"] = self.owner
+        if self.topic_id:
+            value["topicId"] = self.topic_id
         return dumps_canonical(value)
 
     @classmethod
@@ -128,6 +141,7 @@ class ProgressRecord:
                 str(obj["pipeline"]),
                 int(obj["committedAt"]),
                 str(obj.get("owner", "")),
+                str(obj.get("topicId", "")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ControlRecordError(f"{where}: malformed progress value ({exc!r})") from None

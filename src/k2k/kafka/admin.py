@@ -13,10 +13,17 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, ClassVar, Protocol
 
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     ConfigResource,
     ConfigSource,
+    NewPartitions,
     NewTopic,
     OffsetSpec,
     ResourceType,
@@ -112,6 +119,29 @@ class ClusterView:
             out[name] = TopicInfo(name, len(tmd.partitions))
         return out
 
+    def topic_ids(self, names: Iterable[str]) -> dict[str, str]:
+        """The topic id of each of ``names`` that exists (a name deleted and created again
+        gets a new id, so an id tells a re-created topic from the old one)."""
+        wanted = sorted(set(names))
+        if not wanted:
+            return {}
+        try:
+            futures = self.admin.describe_topics(
+                TopicCollection(wanted), request_timeout=self.timeout_s
+            )
+        except KafkaException as exc:
+            raise self._failure(exc, "describing topics") from None
+        out: dict[str, str] = {}
+        for name, future in futures.items():
+            try:
+                out[name] = str(future.result().topic_id)
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                if isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    continue  # deleted: absent from the answer
+                raise self._failure(exc, f"describing topic {name}") from None
+        return out
+
     def offsets(
         self, partitions: Iterable[tuple[str, int]], which: str, committed_only: bool = True
     ) -> dict[tuple[str, int], int]:
@@ -165,17 +195,34 @@ class ClusterView:
                 f"{err.str() if isinstance(err, KafkaError) else exc}"
             ) from None
 
-    def wait_for_topic(self, name: str) -> dict[str, TopicInfo]:
-        """Poll metadata until a just-created topic is visible (creation propagates
-        asynchronously to the brokers' metadata caches); bounded by ``timeout_s``."""
+    def add_partitions(self, name: str, total: int) -> None:
+        """Grow ``name`` to ``total`` partitions; a topic that already has them is fine."""
+        try:
+            self.admin.create_partitions(
+                [NewPartitions(name, total)], request_timeout=self.timeout_s
+            )[name].result()
+        except KafkaException as exc:
+            err = exc.args[0]
+            grown = isinstance(err, KafkaError) and err.code() == KafkaError.INVALID_PARTITIONS
+            if grown and self.topics().get(name, TopicInfo(name, 0)).partitions >= total:
+                return  # a concurrent grower got there first
+            raise TopicError(
+                f"{self.cluster} cluster at {self.bootstrap}: cannot grow topic {name!r} to "
+                f"{total} partitions: {err.str() if isinstance(err, KafkaError) else exc}"
+            ) from None
+
+    def wait_for_topic(self, name: str, partitions: int = 1) -> dict[str, TopicInfo]:
+        """Poll metadata until a just-created (or grown) topic is visible with at least
+        ``partitions`` partitions (changes propagate asynchronously to the brokers' metadata
+        caches); bounded by ``timeout_s``."""
         deadline = time.monotonic() + self.timeout_s
         while True:
             topics = self.topics()
-            if name in topics and topics[name].partitions > 0:
+            if name in topics and topics[name].partitions >= partitions:
                 return topics
             if time.monotonic() >= deadline:
                 raise TopicError(
-                    f"{self.cluster} cluster at {self.bootstrap}: topic {name!r} was created but "
-                    f"is not visible after {self.timeout_s:g} s"
+                    f"{self.cluster} cluster at {self.bootstrap}: topic {name!r} was created "
+                    f"(or grown) but is not visible with {partitions} partitions after {self.timeout_s:g} s"
                 )
             time.sleep(0.05)  # metadata poll interval

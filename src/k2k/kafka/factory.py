@@ -70,6 +70,10 @@ PRODUCER_DEFAULTS: dict[str, str] = {
 }
 
 
+#: k2k creates target topics itself; a write must never make the broker create one (with
+#: its defaults, or again after the topic was deleted: docs/operations.md#topic-lifecycle).
+_NO_TOPIC_CREATION = {"allow.auto.create.topics": "false"}
+
 #: Producer settings the at-least-once contract depends on (the config model refuses
 #: other values of the first two with the reason): durable acknowledgements and
 #: retry-safe ordering. The last two make one acknowledgement cover every earlier record of
@@ -86,6 +90,7 @@ PRODUCER_FORCED: dict[str, str] = {
     # The largest value (24.8 days), not 0 ("infinite"): with 0, librdkafka sends late
     # (docs/benchmarks.md#client-settings).
     "message.timeout.ms": "2147483647",
+    **_NO_TOPIC_CREATION,
 }
 
 #: librdkafka's default ``message.timeout.ms`` (Java: ``delivery.timeout.ms``).
@@ -107,7 +112,11 @@ def delivery_timeout_s(props: Mapping[str, str]) -> float:
 #: Exactly-once replaces the last two forced settings: a transaction commit confirms every
 #: record of the batch (no per-run acknowledgement to protect), and librdkafka requires
 #: ``message.timeout.ms`` <= ``transaction.timeout.ms``.
-TRANSACTIONAL_FORCED: dict[str, str] = {"acks": "all", "enable.idempotence": "true"}
+TRANSACTIONAL_FORCED: dict[str, str] = {
+    "acks": "all",
+    "enable.idempotence": "true",
+    **_NO_TOPIC_CREATION,
+}
 
 #: Exactly-once target-producer defaults, over ``PRODUCER_DEFAULTS``. A commit point makes
 #: every partition's batch ready at once; with more ready than request slots, librdkafka's

@@ -3,13 +3,23 @@
 Runs on: driver, once at start and at every lease boundary (plus a cheap check every
 ``replication[].source.discoveryInterval`` while a lease runs). A discovery pass:
 
-1. lists the source topics (listed names must all exist);
+1. lists the source topics (at start, listed names must all exist) and their topic ids;
 2. selects them (:class:`~k2k.stages.TopicSelection`: internal and k2k's control topics are
    never selected) and routes them (``replication[].sink.topic``, a
    :class:`~k2k.stages.TopicRouter`; a topic without a route is logged once and skipped);
-3. creates or checks the target topic of every new topic, or of one whose partition count
-   changed, and compiles its :class:`~k2k.stages.TopicPlan`;
-4. resolves a start offset (``auto.offset.reset``) for partitions without progress.
+3. settles the topic lifecycle: a selected topic that was deleted is no longer replicated
+   (records known to be unreplicated follow ``errorHandling.onSourceRecordsLost``); one
+   deleted and created again (a new topic id, also one recorded in progress) starts over at
+   its earliest offsets; a target topic deleted or re-created while replicating stops the
+   pipeline (its earlier records are gone from the target);
+4. creates, grows (``partition: source`` with ``autoCreateTopics``) or checks the target
+   topic of every new topic, or of one whose partition count changed, and compiles its
+   :class:`~k2k.stages.TopicPlan`;
+5. resolves a start offset for partitions without progress: ``auto.offset.reset`` for the
+   topics of the first pass and new topics, the earliest offset for partitions added to a
+   topic already replicated (their records must not be skipped).
+
+docs/operations.md#topic-lifecycle says the same for operators.
 """
 
 from __future__ import annotations
@@ -18,7 +28,7 @@ import logging
 from collections.abc import Mapping
 
 from k2k.config import PipelineConfig
-from k2k.errors import K2KError, TopicError
+from k2k.errors import K2KError, ReplicationError, TopicError
 from k2k.kafka.admin import ClusterView, TopicInfo
 from k2k.pipeline.positions import StartPositions
 from k2k.stages import TopicPlan, TopicRouter, compile_topic_plans
@@ -45,37 +55,57 @@ class Discovery:
         self.source = ClusterView.of(cfg.source)
         self.target = ClusterView.of(cfg.target)
         self.selected: dict[str, TopicInfo] = {}
+        #: Topic ids of the selected source topics, and of their target topics.
+        self.ids: dict[str, str] = {}
+        self.target_ids: dict[str, str] = {}
+        self._passes = 0
         self._routes: dict[str, str] = {}
         self._plans: dict[str, TopicPlan] = {}
         self._unrouted_logged: set[str] = set()
 
     def discover(
-        self, positions: StartPositions, ends: Mapping[TP, int] | None = None
+        self,
+        positions: StartPositions,
+        ends: Mapping[TP, int] | None = None,
+        latest: Mapping[TP, int] | None = None,
     ) -> dict[str, TopicInfo]:
-        """One discovery pass (steps 1-4 above); returns and keeps the selected topics.
+        """One discovery pass (steps 1-5 above); returns and keeps the selected topics.
 
-        ``ends`` (``--until-caught-up``) fixes the topics to those captured at start.
-        Raises :class:`~k2k.errors.TopicError` for a listed topic that does not exist, a
-        topic routed onto itself, or a target topic that is missing or too small."""
+        ``ends`` (``--until-caught-up``) fixes the topics to those captured at start;
+        ``latest``: the source end offsets seen last (records below them that are not
+        committed are lost when their topic is deleted). Raises
+        :class:`~k2k.errors.TopicError` for a listed topic that does not exist at start, a
+        topic routed onto itself, a target topic that is missing, too small, or was
+        deleted while replicating; :class:`~k2k.errors.ReplicationError` for a deleted
+        topic's unreplicated records under ``onSourceRecordsLost: fail``."""
         source_topics = self.source.topics()
-        self._check_listed(source_topics)
+        if self._passes == 0:
+            self._check_listed(source_topics)
         selected = self._select(source_topics)
         if ends is not None:
             known = {t for t, _ in ends}
             selected = {t: i for t, i in selected.items() if t in known}
+        ids = self.source.topic_ids(selected)
+        selected = {t: i for t, i in selected.items() if t in ids}  # deleted meanwhile
+        self._deleted(set(self.selected) - set(selected), positions, latest or {})
+        recreated = self._recreated(selected, ids, positions)
         new = [
             t
             for t in selected
             if t not in self._routes
+            or t in recreated
             or self.selected.get(t, selected[t]).partitions != selected[t].partitions
         ]
+        self.check_targets()
         if new:
             self._ensure_targets({t: selected[t] for t in new})
             routes = {t: self.router.route(t) or t for t in new}
             self._routes.update(routes)
             self._plans.update(compile_topic_plans(self.cfg, routes))
-        self._resolve_starts(selected, positions)
-        self.selected = selected
+            self._remember_target_ids(set(routes.values()))
+        self._resolve_starts(selected, positions, recreated)
+        self.selected, self.ids = selected, ids
+        self._passes += 1
         return selected
 
     def partitions(self) -> list[TP]:
@@ -86,24 +116,34 @@ class Discovery:
         """The compiled plan of every selected topic (source topic -> plan)."""
         return {t: self._plans[t] for t in self.selected}
 
+    def topic_ids(self) -> dict[str, str]:
+        """The id of every selected source topic (for progress records)."""
+        return {t: self.ids[t] for t in self.selected if t in self.ids}
+
     def topics_changed(self) -> bool:
-        """True when a selected, routed topic appeared or changed its partition count.
+        """True when a selected, routed topic appeared, changed its partition count, was
+        deleted or re-created (a new topic id), or the target topic of one was.
 
         A failed listing is logged and counts as no change (the next check retries)."""
         try:
             current = self.source.topics()
+            if any(t not in current for t in self.selected):
+                return True
+            for name, info in current.items():
+                if not self.selection.should_replicate(name) or self.router.route(name) is None:
+                    continue
+                known = self.selected.get(name)
+                if known is None or known.partitions != info.partitions:
+                    return True
+            return (
+                self.source.topic_ids(self.selected) != self.topic_ids()
+                or self.target.topic_ids(self.target_ids) != self.target_ids
+            )
         except K2KError as exc:
             # An unreachable source is reported once, by k2k.observability.reachability.
             level = logging.WARNING if self.source.answering else logging.DEBUG
             log.log(level, "topic discovery failed: %s", exc)
             return False
-        for name, info in current.items():
-            if not self.selection.should_replicate(name) or self.router.route(name) is None:
-                continue
-            known = self.selected.get(name)
-            if known is None or known.partitions != info.partitions:
-                return True
-        return False
 
     # -- steps ---------------------------------------------------------------------------
 
@@ -159,12 +199,96 @@ class Discovery:
                 self._create_target(target, partitions, first_source[target])
 
     def _check_target(self, target: str, have: int, partitions: int) -> None:
-        """An existing target topic must hold every source partition (``partition: source``)."""
-        if self.cfg.replication.sink.partition == "source" and have < partitions:
+        """An existing target topic must hold every source partition (``partition: source``):
+        with ``autoCreateTopics`` it is grown to the source's count, else that is an error."""
+        if self.cfg.replication.sink.partition != "source" or have >= partitions:
+            return
+        if not self.cfg.features.auto_create_topics:
             raise TopicError(
                 f"target topic {target!r} has {have} partitions but source partitions up "
                 f"to {partitions - 1} map to it (replication.sink.partition: source); "
-                f"add partitions to the target topic or use partition: hash"
+                f"add partitions to the target topic, set features.autoCreateTopics: enabled "
+                f"(k2k then adds them), or use partition: hash"
+            )
+        log.info("growing target topic %s from %d to %d partitions", target, have, partitions)
+        self.target.add_partitions(target, partitions)
+        self.target.wait_for_topic(target, partitions)
+
+    # -- the topic lifecycle -------------------------------------------------------------
+
+    def _deleted(self, gone: set[str], positions: StartPositions, latest: Mapping[TP, int]) -> None:
+        """Step 3: selected topics that no longer exist. Records below the last end seen and
+        not committed were deleted with the topic before they were replicated."""
+        for topic in sorted(gone):
+            parts = range(self.selected[topic].partitions)
+            lost = [
+                f"{topic}[{p}]@{positions.starts.get((topic, p), 0)}..{latest[(topic, p)] - 1}"
+                for p in parts
+                if latest.get((topic, p), 0) > positions.starts.get((topic, p), 0)
+            ]
+            what = f"records {', '.join(lost)} were deleted with it before they were replicated"
+            if lost and self.cfg.error_handling.on_source_records_lost != "continue":
+                raise ReplicationError(
+                    f"source topic {topic!r} was deleted and {what}; restart the pipeline to go "
+                    "on without them (or set errorHandling.onSourceRecordsLost: continue)"
+                )
+            log.warning(
+                "source topic %s was deleted%s; it is no longer replicated (its target topic "
+                "and committed progress are kept; a topic created again under this name is "
+                "replicated from its start)",
+                topic,
+                f" and {what}" if lost else "",
+            )
+            self._routes.pop(topic, None)  # a topic created again is new: check its target
+            self._plans.pop(topic, None)
+        routed = set(self._routes.values())
+        self.target_ids = {t: i for t, i in self.target_ids.items() if t in routed}
+
+    def _recreated(
+        self, selected: Mapping[str, TopicInfo], ids: Mapping[str, str], positions: StartPositions
+    ) -> set[str]:
+        """Step 3: selected topics whose id differs from the one their positions belong to
+        (deleted and created again, while running or while the pipeline was stopped)."""
+        recreated = set()
+        for topic, info in selected.items():
+            tps = [(topic, p) for p in range(info.partitions)]
+            before = {positions.topic_ids[tp] for tp in tps if tp in positions.topic_ids}
+            if before - {ids[topic]}:
+                recreated.add(topic)
+                log.warning(
+                    "source topic %s was deleted and created again (topic id %s, was %s): "
+                    "replicating the new topic from its earliest offsets",
+                    topic,
+                    ids[topic],
+                    ", ".join(sorted(before - {ids[topic]})),
+                )
+            positions.topic_ids.update(dict.fromkeys(tps, ids[topic]))
+        return recreated
+
+    def _remember_target_ids(self, targets: set[str]) -> None:
+        """The ids of target topics just created or checked, to notice their deletion."""
+        self.target_ids.update(self.target.topic_ids(targets))
+
+    def check_targets(self) -> None:
+        """Step 3 (also after a failed lease, to say why its writes failed): every target
+        topic k2k writes to still is the topic it checked, else
+        :class:`~k2k.errors.TopicError`. A deleted one lost the records replicated to it;
+        writing on into a new one would hide that."""
+        if not self.target_ids:
+            return
+        now = self.target.topic_ids(self.target_ids)
+        for target, topic_id in sorted(self.target_ids.items()):
+            if now.get(target) == topic_id:
+                continue
+            sources = sorted(s for s, t in self._routes.items() if t == target)
+            how = "deleted" if target not in now else "deleted and created again"
+            raise TopicError(
+                f"target topic {target!r} was {how} while replicating (the records "
+                f"replicated to it before are gone from the target); k2k stopped rather than "
+                f"write on without them. To copy {', '.join(sources) or 'its sources'} again "
+                f"from the start, run k2k offsets reset -f <pipeline file> --topic "
+                f"{sources[0] if sources else '<source topic>'}; or start the pipeline again "
+                f"to continue from the committed positions"
             )
 
     def _create_target(self, target: str, partitions: int, source: str) -> None:
@@ -189,11 +313,21 @@ class Discovery:
         self.target.create_topic(target, count, creation.replication_factor, configs)
         self.target.wait_for_topic(target)
 
-    def _resolve_starts(self, selected: Mapping[str, TopicInfo], positions: StartPositions) -> None:
-        """Step 4: a start offset for each partition without one, from the source
-        consumer's ``auto.offset.reset`` (earliest unless it says latest)."""
+    def _resolve_starts(
+        self, selected: Mapping[str, TopicInfo], positions: StartPositions, recreated: set[str]
+    ) -> None:
+        """Step 5: a start offset for each partition without one: ``auto.offset.reset``
+        (earliest unless it says latest) for topics new to this run, the earliest offset for
+        partitions added to a topic already replicated and for re-created topics."""
+        again = [(t, p) for t in sorted(recreated) for p in range(selected[t].partitions)]
+        if again:
+            positions.restart(self.source.offsets(again, "earliest"))
         missing = positions.missing(
             (t, p) for t, info in selected.items() for p in range(info.partitions)
         )
-        if missing:
-            positions.add_initial(self.source.offsets(missing, self.cfg.start_offset_kind()))
+        grown = [tp for tp in missing if tp[0] in self.selected]
+        fresh = [tp for tp in missing if tp[0] not in self.selected]
+        if grown:
+            positions.add_initial(self.source.offsets(grown, "earliest"))
+        if fresh:
+            positions.add_initial(self.source.offsets(fresh, self.cfg.start_offset_kind()))

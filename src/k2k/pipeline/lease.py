@@ -210,6 +210,8 @@ class LeaseJob:
             elif now >= next_discovery:
                 next_discovery = now + self.discovery_interval_s
                 if topics_changed is not None and topics_changed():
-                    log.info("new source topics or partitions found; starting a new lease")
+                    log.info(
+                        "source topics changed (new, grown, deleted or created again); starting a new lease"
+                    )
                     self.control.end_lease()
         return False

@@ -105,6 +105,9 @@ class LeaseSpec:
     #: ``-t/--telemetry``: runners count records, bytes, latency and commits, and send
     #: their totals to the driver over the lease channel (k2k.metrics).
     telemetry: bool = False
+    #: The id of every source topic of ``topics`` (source topic -> id), written into
+    #: progress records: progress of a deleted topic never applies to a re-created one.
+    topic_ids: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

@@ -207,7 +207,11 @@ class Planner:
             on_bad_record=cfg.error_handling.on_control_message_deserialization_error,
         )
         log.info("reading committed progress from %s", commit.topic)
-        self.positions.load({tp: rec.offset for tp, rec in self.progress.load().items()})
+        committed = self.progress.load()
+        self.positions.load(
+            {tp: rec.offset for tp, rec in committed.items()},
+            {tp: rec.topic_id for tp, rec in committed.items()},
+        )
         self._discover()
         log.info("source topics selected: %d", self.stats.topics)
         if self.until_caught_up:
@@ -255,7 +259,7 @@ class Planner:
         return self.spark
 
     def _discover(self) -> None:
-        topics = self.discovery.discover(self.positions, self.stats.ends)
+        topics = self.discovery.discover(self.positions, self.stats.ends, self.stats.latest)
         self.stats.topics = len(topics)
 
     # -- leases --------------------------------------------------------------------------
@@ -290,7 +294,10 @@ class Planner:
         if self.outages is not None:
             self.outages.resumed()
         spec = dataclasses.replace(
-            prepared.template, lease_id=self.stats.leases, topics=self.discovery.plans()
+            prepared.template,
+            lease_id=self.stats.leases,
+            topics=self.discovery.plans(),
+            topic_ids=self.discovery.topic_ids(),
         )
         level = logging.INFO if spec.lease_id == 1 else logging.DEBUG  # the last start-up step
         log.log(
@@ -312,6 +319,7 @@ class Planner:
         live.tick()
         failed = [s for s in summaries if s.error]
         if failed:
+            self.discovery.check_targets()  # a deleted target topic is why writes failed
             # Only outages are waited out: failures that say a cluster did not answer, or
             # any failure while a cluster does not answer the probes. Others end the run.
             outage = all(s.error_class == Unavailable.__name__ for s in failed)

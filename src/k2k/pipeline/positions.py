@@ -7,9 +7,11 @@ partition for each lease, and folds the runners' summaries back in after the lea
 
 Invariants:
 
-* a partition's start offset never moves backwards: folding keeps the larger offset;
-* ``has_progress`` only grows: a partition is in it once a progress record exists for it,
-  either read at start or written by a runner.
+* a partition's start offset never moves backwards (folding keeps the larger offset), except
+  through :meth:`StartPositions.restart`: a topic deleted and created again under the same
+  name (a new topic id) is a new topic, replicated from its start;
+* ``has_progress`` only grows, except through ``restart``: a partition is in it once a
+  progress record exists for it, either read at start or written by a runner.
 """
 
 from __future__ import annotations
@@ -45,12 +47,24 @@ class StartPositions:
     def __init__(self) -> None:
         self.starts: dict[TP, int] = {}
         self.has_progress: set[TP] = set()
+        #: The source topic id each position belongs to, where known (progress records
+        #: carry it; discovery sets it for every selected partition).
+        self.topic_ids: dict[TP, str] = {}
 
-    def load(self, committed: Mapping[TP, int]) -> None:
-        """Take the committed progress (next offset to read) read from the commit topic."""
+    def load(self, committed: Mapping[TP, int], topic_ids: Mapping[TP, str] | None = None) -> None:
+        """Take the committed progress (next offset to read) read from the commit topic,
+        and the source topic id each record was written for ("" or absent: unknown)."""
         for tp, offset in committed.items():
             self.starts[tp] = offset
             self.has_progress.add(tp)
+        self.topic_ids.update({tp: i for tp, i in (topic_ids or {}).items() if i})
+
+    def restart(self, offsets: Mapping[TP, int]) -> None:
+        """Partitions of a re-created topic start over at ``offsets``: the progress of the
+        deleted topic does not apply to them (their next progress record replaces it)."""
+        for tp, offset in offsets.items():
+            self.starts[tp] = offset
+            self.has_progress.discard(tp)
 
     def missing(self, partitions: Iterable[TP]) -> list[TP]:
         """The partitions among ``partitions`` that have no start offset yet."""

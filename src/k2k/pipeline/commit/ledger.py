@@ -87,7 +87,7 @@ class ProgressLedger:
         return [self._resume(r, latest.get((r.topic, r.partition))) for r in ranges]
 
     def _resume(self, r: PartitionRange, rec: ProgressRecord | None) -> PartitionRange:
-        if rec is None:
+        if rec is None or self._of_another_topic(rec):
             return r
         # The larger of the two: with onCommitSyncTimeout ignore the read may be partial,
         # and progress never moves backwards.
@@ -97,6 +97,12 @@ class ProgressLedger:
         self.committed[tp] = start
         self.unwritten.discard(tp)
         return PartitionRange(r.topic, r.partition, start, r.end, True)
+
+    def _of_another_topic(self, rec: ProgressRecord) -> bool:
+        """True for progress of a topic that was deleted and created again since (the
+        planner already chose the new topic's start)."""
+        topic_id = self.spec.topic_ids.get(rec.topic, "")
+        return bool(rec.topic_id and topic_id and rec.topic_id != topic_id)
 
     # -- commit points -------------------------------------------------------------------
 
@@ -124,7 +130,14 @@ class ProgressLedger:
         """Produce the progress record ``tp`` -> ``pos`` (no bookkeeping)."""
         spec = self.spec
         record = ProgressRecord(
-            spec.commit_group, tp[0], tp[1], pos, spec.pipeline, now_ms, spec.member
+            spec.commit_group,
+            tp[0],
+            tp[1],
+            pos,
+            spec.pipeline,
+            now_ms,
+            spec.member,
+            spec.topic_ids.get(tp[0], ""),
         )
         key, partition = self.slot(tp)
         produce_when_room(
