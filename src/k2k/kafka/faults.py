@@ -259,7 +259,8 @@ def abort_transaction(
         err = kafka_error_of(exc) or KafkaError(KafkaError._FAIL, f"abort failed: {exc}")
     log.warning(
         "could not abort the transaction of transactional id %s: %s; the producer is "
-        "discarded and the id is fenced (initialised again) before it writes again",
+        "discarded, and the id is fenced (initialised again) before anything is written "
+        "under it again",
         transactional_id,
         describe(err),
     )
