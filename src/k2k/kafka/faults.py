@@ -251,13 +251,17 @@ def abort_transaction(
     they were doing, so the claims their writes depended on are not released and the next
     owner fences the id first (:mod:`k2k.coordination.assignment`). Call it only with a
     transaction begun: without one the client refuses with ``_STATE``, which logs too.
+
+    The line is a warning, except for an outage's error (:func:`is_transient`, e.g. the
+    abort timed out): at INFO then, since the outage is reported once per cluster.
     """
     try:
         producer.abort_transaction(timeout_s)
         return None
     except (KafkaException, SystemError) as exc:
         err = kafka_error_of(exc) or KafkaError(KafkaError._FAIL, f"abort failed: {exc}")
-    log.warning(
+    log.log(
+        logging.INFO if is_transient(err) else logging.WARNING,
         "could not abort the transaction of transactional id %s: %s; the producer is "
         "discarded, and the id is fenced (initialised again) before anything is written "
         "under it again",
