@@ -457,7 +457,7 @@ class _ProgressWriter:
             self._produce(producer, records)
             self._commit(producer)
         except BaseException as exc:
-            if begun:  # an abort that fails is logged; the claims stay, see above
+            if begun:  # a failed abort is logged; the claims stay (module docstring, 5)
                 abort_transaction(producer, self.timeout_s, producer_id)
             if isinstance(exc, KafkaException):
                 raise self._failed(exc) from None
