@@ -7,10 +7,19 @@ integration tests (fencing, aborts, unreachable clusters).
 
 from __future__ import annotations
 
-import pytest
-from confluent_kafka import KafkaError, KafkaException
+import logging
 
-from k2k.kafka.faults import Outcome, classify, cluster_error, describe, kafka_error_of
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from k2k.kafka.faults import (
+    Outcome,
+    abort_transaction,
+    classify,
+    cluster_error,
+    describe,
+    kafka_error_of,
+)
 
 
 @pytest.mark.parametrize(
@@ -124,3 +133,21 @@ def test_cluster_error_names_the_cluster_and_the_setting_to_check() -> None:
     error = cluster_error(exc, "target", "tgt:9092", "listing topics", cause=auth)
     assert "authentication failed" in str(error)
     assert "Invalid username or password" in str(error)
+
+
+def test_a_failed_abort_is_returned_and_logged_as_one_line_never_raised(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A real client refuses locally (``_STATE``) to abort before ``init_transactions``, with no
+    broker involved; INVALID_TXN_STATE from a real coordinator is provoked in
+    tests/integration/test_abort_failure.py."""
+    producer = Producer({"bootstrap.servers": "127.0.0.1:1", "transactional.id": "k2k-g-m-0.a"})
+    caplog.set_level(logging.WARNING, logger="k2k.transactions")
+    err = abort_transaction(producer, 5.0, "k2k-g-m-0.a")
+    assert err is not None and err.code() == KafkaError._STATE
+    lines = [r.getMessage() for r in caplog.records if r.name == "k2k.transactions"]
+    assert lines == [
+        "could not abort the transaction of transactional id k2k-g-m-0.a: Operation not valid "
+        "in state Init (_STATE); the producer is discarded, and the id is fenced (initialised "
+        "again) before anything is written under it again"
+    ]

@@ -55,8 +55,8 @@ from k2k.errors import ClusterError, ConfigError, K2KError
 from k2k.formats import MemberRecord, ProgressRecord
 from k2k.kafka.admin import ClusterView
 from k2k.kafka.factory import build_producer, producer_settings
+from k2k.kafka.faults import abort_transaction, kafka_error_of
 from k2k.kafka.faults import describe as describe_error
-from k2k.kafka.faults import kafka_error_of
 from k2k.kafka.murmur2 import murmur2_partition
 from k2k.kafka.produce import produce_when_room
 
@@ -447,16 +447,18 @@ class _ProgressWriter:
         the next owner, see the module docstring)."""
         settings = producer_settings(self.cfg.target_client("producer"), False, exactly_once=True)
         producer = build_producer({**settings, "transactional.id": producer_id})
+        begun = False
         try:
             producer.list_topics(self.topic, timeout=self.timeout_s)
             producer.init_transactions(self.timeout_s)
             self.verify_claims()
             producer.begin_transaction()
+            begun = True
             self._produce(producer, records)
             self._commit(producer)
         except BaseException as exc:
-            with contextlib.suppress(KafkaException):
-                producer.abort_transaction(self.timeout_s)
+            if begun:  # a failed abort is logged; the claims stay (module docstring, 5)
+                abort_transaction(producer, self.timeout_s, producer_id)
             if isinstance(exc, KafkaException):
                 raise self._failed(exc) from None
             raise

@@ -15,11 +15,19 @@ The data path and the planner never decide ad hoc what a ``KafkaError`` means: t
 Rules, in order: fenced wins (a fenced producer is also fatal), then fatal fails, then
 abortable aborts, then transient retries; everything else fails, so an error nobody
 expected is never silent loss.
+
+An abort that fails has one outcome whatever the error, *fence and recreate*
+(:func:`abort_transaction`): the producer is discarded, and its transactional id is
+initialised again on a fresh producer, which ends whatever the broker still holds open,
+before anything is written under it again. librdkafka's abort fails e.g. with a fatal
+``INVALID_TXN_STATE`` when the transaction's partitions were never registered with the
+coordinator (confluentinc/librdkafka#4849; docs/exactly-once.md#when-an-abort-fails).
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 import time
 from collections.abc import Iterable
 from typing import TypeVar
@@ -30,6 +38,7 @@ from k2k.errors import ClusterError, K2KError, Unavailable
 
 __all__ = [
     "Outcome",
+    "abort_transaction",
     "classify",
     "cluster_error",
     "describe",
@@ -42,6 +51,8 @@ __all__ = [
 
 
 E = TypeVar("E", bound=K2KError)
+
+log = logging.getLogger("k2k.transactions")
 
 #: How long :func:`fatal_cause` waits for a fatal producer to raise its cause.
 FATAL_CAUSE_WAIT_S = 5.0
@@ -225,6 +236,39 @@ def fatal_cause(
                 return cause
         if time.monotonic() >= deadline:
             return err
+
+
+def abort_transaction(
+    producer: Producer, timeout_s: float, transactional_id: str
+) -> KafkaError | None:
+    """Abort the transaction open on ``producer``; None when it is aborted.
+
+    Never raises for a client error. A failed abort (fatal ``INVALID_TXN_STATE`` of
+    librdkafka#4849, a producer already fatal, a timeout, ``_STATE``) is logged as one line
+    and returned, and the caller must discard ``producer``: its transaction's outcome is the
+    broker's now, and ``transactional_id`` is fenced (``init_transactions`` on a fresh
+    producer of that id) before anything is written under it again. k2k's callers fail what
+    they were doing, so the claims their writes depended on are not released and the next
+    owner fences the id first (:mod:`k2k.coordination.assignment`). Call it only with a
+    transaction begun: without one the client refuses with ``_STATE``, which logs too.
+
+    The line is a warning, except for an outage's error (:func:`is_transient`, e.g. the
+    abort timed out): at INFO then, since the outage is reported once per cluster.
+    """
+    try:
+        producer.abort_transaction(timeout_s)
+        return None
+    except (KafkaException, SystemError) as exc:
+        err = kafka_error_of(exc) or KafkaError(KafkaError._FAIL, f"abort failed: {exc}")
+    log.log(
+        logging.INFO if is_transient(err) else logging.WARNING,
+        "could not abort the transaction of transactional id %s: %s; the producer is "
+        "discarded, and the id is fenced (initialised again) before anything is written "
+        "under it again",
+        transactional_id,
+        describe(err),
+    )
+    return err
 
 
 def _raised_cause(producer: Producer) -> KafkaError | None:

@@ -11,7 +11,6 @@ fetch and one commit, while a backlog still commits large transactions
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import time
 from collections.abc import Callable
@@ -21,7 +20,14 @@ from confluent_kafka import KafkaException, Producer
 from k2k.coordination.assignment import producer_ids
 from k2k.errors import ReplicationError
 from k2k.kafka.factory import build_producer
-from k2k.kafka.faults import Outcome, classify, describe, failure_kind, kafka_error_of
+from k2k.kafka.faults import (
+    Outcome,
+    abort_transaction,
+    classify,
+    describe,
+    failure_kind,
+    kafka_error_of,
+)
 from k2k.kafka.produce import produce_when_room
 from k2k.pipeline.commit import BatchRecord, DeliveryCallback
 from k2k.pipeline.commit.ledger import TP, Positions, ProgressLedger, Written
@@ -33,6 +39,8 @@ __all__ = ["ExactlyOnce", "start_transactional_producers"]
 
 #: The longest wait for a batch's acknowledgements, and again for its commit.
 _MAX_TXN_WAIT_S = 300.0
+#: How long the abort of a transaction that cannot commit may take.
+_ABORT_WAIT_S = 30.0
 
 
 def start_transactional_producers(
@@ -64,7 +72,8 @@ class ExactlyOnce:
         partitions: int,
     ) -> None:
         self.spec = spec
-        self.pair = TransactionPair(producers)
+        txid = faults.transactional_id
+        self.pair = TransactionPair(producers, producer_ids(txid) if txid else None)
         self.producer: Producer = self.pair.current
         self.ledger = ledger
         self.faults = faults
@@ -89,8 +98,8 @@ class ExactlyOnce:
     def begin(self) -> None:
         if not self.in_txn:
             self.producer.begin_transaction()
+            self.in_txn = True  # from here on a failure aborts it
             self._restate_progress()
-            self.in_txn = True
 
     def produced(self, records: int, acks: int) -> None:
         self.records += records
@@ -132,6 +141,7 @@ class ExactlyOnce:
             if not self.ledger.moves(positions):
                 return
             self.producer.begin_transaction()
+            self.in_txn = True
         # Step 1.
         written = self.ledger.write(self.producer, positions)
         for tp, pos in positions.items():
@@ -142,7 +152,8 @@ class ExactlyOnce:
         # Step 3.
         self._collect()
         # Step 4.
-        self.pair.hand_off(functools.partial(self._commit, self.producer, positions), written)
+        commit = functools.partial(self._commit, self.producer, self.pair.current_id, positions)
+        self.pair.hand_off(commit, written)
         self.producer = self.pair.current
         self.in_txn = False
 
@@ -153,7 +164,8 @@ class ExactlyOnce:
     def abandon(self) -> None:
         """Abort now rather than hold the target's last stable offset until the transaction
         times out; a batch whose commit was in flight and succeeded still counts."""
-        written = self.pair.abandon()
+        written = self.pair.abandon(abort_current=self.in_txn)
+        self.in_txn = False
         if written:
             self.ledger.mark_committed(written)
 
@@ -183,9 +195,14 @@ class ExactlyOnce:
             self.ledger.mark_committed(written)
         self.faults.raise_failure()
 
-    def _commit(self, producer: Producer, positions: Positions) -> None:
+    def _commit(self, producer: Producer, txid: str, positions: Positions) -> None:
         """Runs on: the pair's commit thread. Commits, retrying retriable errors within the
-        delivery timeout; raises :class:`~k2k.pipeline.faults.Fenced` or ReplicationError."""
+        delivery timeout; raises :class:`~k2k.pipeline.faults.Fenced` or ReplicationError.
+
+        A transaction that cannot commit is aborted; if that fails too (librdkafka#4849)
+        the commit's error is raised all the same: the runner fails, its claims stay, and
+        the next owner fences ``txid`` before writing (docs/exactly-once.md#when-an-abort-fails).
+        """
         began = time.monotonic()
         deadline = began + self.wait_s
         timing = self.ledger.timing
@@ -209,8 +226,7 @@ class ExactlyOnce:
                 if outcome is Outcome.ABORT or not err.fatal():
                     # Left open it would hold the target's last stable offset until the
                     # transaction timeout; a fatal producer cannot abort anything.
-                    with contextlib.suppress(KafkaException):
-                        producer.abort_transaction(30)
+                    abort_transaction(producer, _ABORT_WAIT_S, txid)
                 raise failure_kind(err, ReplicationError)(
                     f"a transaction on the target failed, nothing of it is committed: "
                     f"{describe(err)}" + self.ledger.uncommitted_of(positions)

@@ -17,22 +17,24 @@ What keeps this exactly-once and in order:
   from one committed batch to the next;
 * **fencing** — a successor initialises both producer ids
   (:func:`k2k.coordination.assignment.producer_ids`), which aborts whatever either left
-  open.
+  open; also a transaction whose abort failed (:func:`k2k.kafka.faults.abort_transaction`).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from confluent_kafka import KafkaException
+from k2k.kafka.faults import abort_transaction
 
 __all__ = ["TransactionPair"]
 
 #: How long to wait for an in-flight commit when the runner gives up for another reason.
 _ABANDON_WAIT_S = 30.0
+#: How long the abort of the open transaction may take when the runner gives up.
+_ABORT_WAIT_S = 10.0
 
 
 class TransactionPair:
@@ -41,13 +43,15 @@ class TransactionPair:
 
     The caller fills ``current`` (``begin_transaction`` and ``produce``), then calls
     :meth:`hand_off` with a function that commits it; :meth:`wait` returns what the last
-    committed hand-off carried, or raises its error.
+    committed hand-off carried, or raises its error. ``ids`` are the producers'
+    transactional ids, for messages (by default they are called by their position).
     """
 
-    def __init__(self, producers: list[Any]) -> None:
-        if len(producers) != 2:
+    def __init__(self, producers: list[Any], ids: Sequence[str] | None = None) -> None:
+        if len(producers) != 2 or (ids is not None and len(ids) != 2):
             raise ValueError("a transaction pair needs exactly two producers")
         self._producers = producers
+        self._ids = tuple(ids or ("<first>", "<second>"))
         self._turn = 0
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="k2k-commit")
         self._inflight: Future[Any] | None = None
@@ -57,6 +61,11 @@ class TransactionPair:
     def current(self) -> Any:
         """The producer that takes the next transaction's records."""
         return self._producers[self._turn]
+
+    @property
+    def current_id(self) -> str:
+        """The transactional id of :attr:`current`."""
+        return self._ids[self._turn]
 
     def hand_off(self, commit: Callable[[], None], carried: Any) -> None:
         """Commit ``current`` in the background and switch producers.
@@ -79,18 +88,24 @@ class TransactionPair:
         inflight.result()
         return self._carried
 
-    def abandon(self) -> Any:
+    def abandon(self, abort_current: bool = True) -> Any:
         """The runner failed: let an in-flight commit end and abort the transaction open on
-        ``current``, so it does not hold the target's last stable offset until it times
-        out. Returns what the in-flight hand-off carried if that commit succeeded."""
+        ``current`` (``abort_current``: one is open), so it does not hold the target's last
+        stable offset until it times out. Returns what the in-flight hand-off carried if
+        that commit succeeded.
+
+        Never raises: a commit that failed was reported by :meth:`wait` or ends with the
+        runner, and an abort that fails is logged; the runner fails either way, and the next
+        owner of its partitions fences both ids before writing them.
+        """
         inflight, self._inflight = self._inflight, None
         carried = None
         if inflight is not None:
             with contextlib.suppress(Exception):
                 inflight.result(_ABANDON_WAIT_S)
                 carried = self._carried
-        with contextlib.suppress(KafkaException):
-            self.current.abort_transaction(10)
+        if abort_current:
+            abort_transaction(self.current, _ABORT_WAIT_S, self.current_id)
         return carried
 
     def close(self) -> None:
