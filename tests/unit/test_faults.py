@@ -124,3 +124,12 @@ def test_cluster_error_names_the_cluster_and_the_setting_to_check() -> None:
     error = cluster_error(exc, "target", "tgt:9092", "listing topics", cause=auth)
     assert "authentication failed" in str(error)
     assert "Invalid username or password" in str(error)
+    tls = KafkaError(
+        KafkaError._SSL,
+        "ssl://tgt:9093/bootstrap: SSL handshake failed: error:0A000086:SSL routines::"
+        "certificate verify failed",
+    )
+    error = cluster_error(exc, "target", "tgt:9093", "listing topics", cause=tls)
+    assert str(error).startswith("target cluster at tgt:9093: TLS handshake failed")
+    assert "certificate verify failed" in str(error) and "ssl.truststore.location" in str(error)
+    assert "\n" not in str(error)

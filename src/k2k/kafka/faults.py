@@ -103,6 +103,11 @@ _HINTS = {
     KafkaError.CLUSTER_AUTHORIZATION_FAILED: "grant the principal the needed cluster ACLs",
     KafkaError.SASL_AUTHENTICATION_FAILED: "check the SASL mechanism, username and password",
     KafkaError._AUTHENTICATION: "check the SASL/TLS settings and credentials",
+    KafkaError._SSL: (
+        "check ssl.truststore.location (the CA certificates that signed the brokers' "
+        "certificates), ssl.endpoint.identification.algorithm and, with client certificates, "
+        "ssl.keystore.*"
+    ),
     KafkaError.UNKNOWN_TOPIC_OR_PART: "the topic or partition does not exist (was it deleted?)",
     KafkaError._UNKNOWN_PARTITION: "the partition does not exist on the target topic",
     KafkaError._AUTO_OFFSET_RESET: (
@@ -248,9 +253,7 @@ def _transactional_cause(producer: Producer) -> KafkaError | None:
     return None
 
 
-_AUTH_FAILURES = frozenset(
-    {KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._SSL}
-)
+_AUTH_FAILURES = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED})
 
 
 def cluster_error(
@@ -263,8 +266,15 @@ def cluster_error(
     """Wrap a failed driver-side request to ``cluster`` into a ClusterError that names it.
 
     ``cause`` is the client's last background error: an authentication or TLS failure shows
-    up there while the request itself only reports a transport failure.
+    up there while the request itself only reports a transport failure. A failed TLS
+    handshake (``_SSL``: an untrusted or expired broker certificate, a host name it does not
+    name) is said to be one, apart from SASL failures.
     """
+    if cause is not None and cause.code() == KafkaError._SSL:
+        return ClusterError(
+            f"{cluster} cluster at {bootstrap}: TLS handshake failed while {doing}: "
+            f"{cause.str()}; {_HINTS[KafkaError._SSL]} ({cluster}.kafka.common)"
+        )
     if cause is not None and cause.code() in _AUTH_FAILURES:
         return ClusterError(
             f"{cluster} cluster at {bootstrap}: authentication failed while {doing}: "
