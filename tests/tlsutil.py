@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-__all__ = ["Issued", "Pki", "TlsFiles", "make_pki"]
+__all__ = ["Issued", "Pki", "TlsFiles", "issue", "make_ca", "make_pki"]
 
 _VALIDITY = datetime.timedelta(days=1)
 _CLOCK_SKEW = datetime.timedelta(minutes=5)

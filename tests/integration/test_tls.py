@@ -291,17 +291,41 @@ def test_replicates_over_sasl_ssl_from_a_read_only_source(tls_broker, tmp_path, 
     assert _content(read_all(tls_broker.plaintext, f"copy.{t}")) == _content(src)
 
 
-@pytest.mark.parametrize("side", ["source", "target"])
-def test_wrong_ca_is_one_clear_line(clusters, tls_broker, tmp_path, topic_name, side):
-    doc = pipeline_dict(clusters, topic_name("pbadca"), ["x"])
-    doc[side]["kafka"]["common"] = ssl_client(tls_broker, ca=tls_broker.wrong_ca)
-    doc[side]["connectTimeout"] = "5 seconds"
-    result = _run(tmp_path, doc, "-vv", timeout=120)
+def _one_tls_error_line(result: subprocess.CompletedProcess, side: str, bootstrap: str) -> str:
+    """The run failed with exactly one ``error:`` line (no traceback) naming the cluster,
+    its address and a failed TLS handshake; returns that line."""
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
     lines = [ln for ln in result.stderr.splitlines() if ln.startswith("error: ")]
     assert len(lines) == 1, result.stderr
     line = lines[0]
-    assert f"{side} cluster" in line and tls_broker.ssl in line, line
-    assert "TLS handshake failed" in line and "certificate verify failed" in line, line
+    assert line.startswith(f"error: {side} cluster at {bootstrap}: TLS handshake failed"), line
     _assert_no_secret(result)
+    return line
+
+
+@pytest.mark.parametrize("side", ["source", "target"])
+def test_wrong_ca_is_one_clear_line(clusters, tls_broker, tmp_path, topic_name, side):
+    """A truststore without the CA that signed the broker's certificate; -vv shows no secret."""
+    doc = pipeline_dict(clusters, topic_name("pbadca"), ["x"])
+    doc[side]["kafka"]["common"] = ssl_client(tls_broker, ca=tls_broker.wrong_ca)
+    doc[side]["connectTimeout"] = "5 seconds"
+    result = _run(tmp_path, doc, "-vv", timeout=120)
+    line = _one_tls_error_line(result, side, tls_broker.ssl)
+    assert "certificate verify failed" in line and "ssl.truststore.location" in line, line
+
+
+def test_no_client_certificate_is_one_clear_line(clusters, tls_broker, tmp_path, topic_name):
+    """The SSL listener requires a client certificate: without one the broker ends the
+    handshake, which is said as such, not as an unreachable cluster."""
+    conf = {
+        key: value
+        for key, value in ssl_client(tls_broker).items()
+        if not key.startswith(("ssl.keystore.", "ssl.key."))
+    }
+    doc = pipeline_dict(clusters, topic_name("pnocert"), ["x"])
+    doc["target"]["kafka"]["common"] = conf
+    doc["target"]["connectTimeout"] = "5 seconds"
+    result = _run(tmp_path, doc, timeout=120)
+    line = _one_tls_error_line(result, "target", tls_broker.ssl)
+    assert "alert" in line and "refused this client's certificate" in line, line
