@@ -1,5 +1,6 @@
 """TLS on real brokers: replication over SSL (client certificates) and over SASL_SSL (SCRAM)
-from a source whose principal may only read, and a wrong CA failing with one clear line.
+from a source whose principal may only read; a wrong CA, and a missing client certificate,
+failing with one clear line; no password in any output, also at -vv.
 
 One extra broker serves as the TLS source in some tests and the TLS target in others. It has
 four listeners: PLAINTEXT (the tests' own admin, produce and read-back), CONTROLLER, SSL with
