@@ -12,6 +12,7 @@ import logging
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from k2k.errors import Unavailable
 from k2k.kafka.faults import (
     Outcome,
     abort_transaction,
@@ -19,6 +20,7 @@ from k2k.kafka.faults import (
     cluster_error,
     describe,
     kafka_error_of,
+    tls_failure_hint,
 )
 
 
@@ -133,6 +135,15 @@ def test_cluster_error_names_the_cluster_and_the_setting_to_check() -> None:
     error = cluster_error(exc, "target", "tgt:9092", "listing topics", cause=auth)
     assert "authentication failed" in str(error)
     assert "Invalid username or password" in str(error)
+    tls = KafkaError(
+        KafkaError._SSL,
+        "ssl://tgt:9093/bootstrap: SSL handshake failed: error:0A000086:SSL routines::"
+        "certificate verify failed",
+    )
+    error = cluster_error(exc, "target", "tgt:9093", "listing topics", cause=tls)
+    assert str(error).startswith("target cluster at tgt:9093: TLS handshake failed")
+    assert "certificate verify failed" in str(error) and "ssl.truststore.location" in str(error)
+    assert "\n" not in str(error)
 
 
 def test_a_failed_abort_is_returned_and_logged_as_one_line_never_raised(
@@ -151,3 +162,24 @@ def test_a_failed_abort_is_returned_and_logged_as_one_line_never_raised(
         "in state Init (_STATE); the producer is discarded, and the id is fenced (initialised "
         "again) before anything is written under it again"
     ]
+
+
+def test_a_broker_refusing_the_client_certificate_is_a_tls_failure_not_an_outage() -> None:
+    exc = KafkaException(KafkaError(KafkaError._TRANSPORT, "Broker transport failure"))
+    refused = KafkaError(
+        KafkaError._TRANSPORT,
+        "ssl://tgt:9093/bootstrap: Receive failed: error:0A000412:SSL routines::ssl/tls alert "
+        "bad certificate: SSL alert number 42 (after 0ms in state APIVERSION_QUERY)",
+    )
+    error = cluster_error(exc, "target", "tgt:9093", "listing topics", cause=refused)
+    assert not isinstance(error, Unavailable)
+    assert str(error).startswith("target cluster at tgt:9093: TLS handshake failed")
+    assert "refused this client's certificate" in str(error) and "ssl.keystore" in str(error)
+    eof = KafkaError(
+        KafkaError._TRANSPORT,
+        "ssl://tgt:9093/1: Receive failed: error:0A000126:SSL routines::unexpected eof while reading",
+    )
+    assert tls_failure_hint(eof) is None
+    assert isinstance(
+        cluster_error(exc, "target", "tgt:9093", "listing topics", cause=eof), Unavailable
+    )

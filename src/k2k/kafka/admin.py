@@ -78,8 +78,11 @@ class ClusterView:
         return cluster_error(exc, self.cluster, self.bootstrap, doing, self.last_client_error)
 
     def _on_client_error(self, err: KafkaError) -> None:
-        """librdkafka reports why it cannot connect (e.g. SASL failures) only here; requests
-        just time out. Kept so the failure message can name the real cause."""
+        """librdkafka reports why it cannot connect (e.g. SASL or TLS failures) only here;
+        requests just time out. Kept so the failure message can name the real cause, which
+        the "all brokers are down" summary that follows it does not replace."""
+        if err.code() == KafkaError._ALL_BROKERS_DOWN and self.last_client_error is not None:
+            return
         self.last_client_error = err
 
     def probe(self) -> Future[Any]:

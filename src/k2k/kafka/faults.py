@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import re
 import time
 from collections.abc import Iterable
 from typing import TypeVar
@@ -47,6 +48,7 @@ __all__ = [
     "is_transient",
     "is_unreachable",
     "kafka_error_of",
+    "tls_failure_hint",
 ]
 
 
@@ -114,6 +116,11 @@ _HINTS = {
     KafkaError.CLUSTER_AUTHORIZATION_FAILED: "grant the principal the needed cluster ACLs",
     KafkaError.SASL_AUTHENTICATION_FAILED: "check the SASL mechanism, username and password",
     KafkaError._AUTHENTICATION: "check the SASL/TLS settings and credentials",
+    KafkaError._SSL: (
+        "check ssl.truststore.location (the CA certificates that signed the brokers' "
+        "certificates), ssl.endpoint.identification.algorithm and, with client certificates, "
+        "ssl.keystore.*"
+    ),
     KafkaError.UNKNOWN_TOPIC_OR_PART: "the topic or partition does not exist (was it deleted?)",
     KafkaError._UNKNOWN_PARTITION: "the partition does not exist on the target topic",
     KafkaError._AUTO_OFFSET_RESET: (
@@ -292,9 +299,35 @@ def _transactional_cause(producer: Producer) -> KafkaError | None:
     return None
 
 
-_AUTH_FAILURES = frozenset(
-    {KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._SSL}
+_AUTH_FAILURES = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED})
+
+#: OpenSSL's words for a broker that ended the handshake over this client's certificate
+#: (none given, or one the broker's truststore does not trust). Under TLS 1.3 that alert
+#: arrives after the handshake, so librdkafka reports it as ``_TRANSPORT``, not ``_SSL``.
+_CERTIFICATE_ALERT = re.compile(
+    r"alert (bad certificate|certificate required|unknown ca|certificate (expired|revoked|unknown))"
 )
+_REFUSED_CERTIFICATE = (
+    "the broker refused this client's certificate (it requires one, or does not trust the one "
+    "given): check ssl.keystore.* (or ssl.certificate.location and ssl.key.location)"
+)
+
+
+def tls_failure_hint(err: KafkaError) -> str | None:
+    """What to check when ``err`` says a TLS handshake failed over a certificate, else None.
+
+    ``_SSL`` is this client refusing the broker's certificate; a ``_TRANSPORT`` error quoting
+    a certificate alert is the broker refusing this client's. Other transport errors (also
+    TLS ones such as an unexpected end of file) are what an outage looks like: None.
+
+    >>> tls_failure_hint(KafkaError(KafkaError._TRANSPORT, "Connection refused")) is None
+    True
+    """
+    if err.code() == KafkaError._SSL:
+        return _HINTS[KafkaError._SSL]
+    if err.code() == KafkaError._TRANSPORT and _CERTIFICATE_ALERT.search(err.str() or ""):
+        return _REFUSED_CERTIFICATE
+    return None
 
 
 def cluster_error(
@@ -307,8 +340,16 @@ def cluster_error(
     """Wrap a failed driver-side request to ``cluster`` into a ClusterError that names it.
 
     ``cause`` is the client's last background error: an authentication or TLS failure shows
-    up there while the request itself only reports a transport failure.
+    up there while the request itself only reports a transport failure. A TLS handshake
+    that failed over a certificate (:func:`tls_failure_hint`) is said to be one, apart from
+    SASL failures: it does not heal by waiting, so it is no :class:`~k2k.errors.Unavailable`.
     """
+    tls_hint = tls_failure_hint(cause) if cause is not None else None
+    if cause is not None and tls_hint is not None:
+        return ClusterError(
+            f"{cluster} cluster at {bootstrap}: TLS handshake failed while {doing}: "
+            f"{cause.str()}; {tls_hint} ({cluster}.kafka.common)"
+        )
     if cause is not None and cause.code() in _AUTH_FAILURES:
         return ClusterError(
             f"{cluster} cluster at {bootstrap}: authentication failed while {doing}: "
