@@ -61,11 +61,21 @@ def test_missing_target_topic_without_auto_create(clusters, tmp_path, topic_name
 
 
 def test_target_topic_with_too_few_partitions(clusters, tmp_path, topic_name):
+    """Without ``autoCreateTopics`` k2k does not grow a target topic (with it, it does:
+    test_topic_lifecycle.py)."""
     t = topic_name("fewparts")
     create_topic(clusters.source, t, 4)
     create_topic(clusters.target, t, 2)
-    doc = pipeline_dict(clusters, topic_name("pfew"), [t])
-    _fails_with(tmp_path, doc, f"target topic '{t}' has 2 partitions", "partition: hash")
+    doc = pipeline_dict(
+        clusters, topic_name("pfew"), [t], features={"autoCreateTopics": "disabled"}
+    )
+    _fails_with(
+        tmp_path,
+        doc,
+        f"target topic '{t}' has 2 partitions",
+        "features.autoCreateTopics: enabled",
+        "partition: hash",
+    )
 
 
 def test_missing_control_topic_without_auto_create(clusters, tmp_path, topic_name):

@@ -34,7 +34,7 @@ from k2k.config import PipelineConfig
 from k2k.controltopics import ensure_control_topics
 from k2k.coordination.assignment import StandDown, default_member_name
 from k2k.coordination.progress import ProgressStore
-from k2k.errors import ReplicationError, Unavailable
+from k2k.errors import ClusterError, ReplicationError, TopicError, Unavailable
 from k2k.observability.reachability import ClusterWatch
 from k2k.observability.stats import LiveStats, PipelineStats
 from k2k.pipeline.channel import LeaseControl
@@ -319,12 +319,26 @@ class Planner:
         live.tick()
         failed = [s for s in summaries if s.error]
         if failed:
-            self.discovery.check_targets()  # a deleted target topic is why writes failed
+            self._check_targets_after_failure()
             # Only outages are waited out: failures that say a cluster did not answer, or
             # any failure while a cluster does not answer the probes. Others end the run.
             outage = all(s.error_class == Unavailable.__name__ for s in failed)
             outage = outage or self.watch.reachability.down_since() is not None
             raise (Unavailable if outage else ReplicationError)(failed[0].error)
+
+    def _check_targets_after_failure(self) -> None:
+        """A target topic deleted while replicating is why a lease's writes failed: say that
+        (:class:`~k2k.errors.TopicError`). Skipped while a cluster does not answer the
+        probes, and a check that gets no answer changes nothing: the lease's own error
+        stands."""
+        if self.watch.reachability.down_since() is not None:
+            return
+        try:
+            self.discovery.check_targets()
+        except TopicError:
+            raise
+        except ClusterError:
+            return  # no answer: the lease's own error stands
 
     def _plan(self, ranges: list[PartitionRange], slots: int) -> list[RunnerGroup]:
         """Split ``ranges`` into at most ``slots`` runner groups balanced by their lag now."""
