@@ -18,10 +18,12 @@ import pytest
 from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from k2k.formats import MetricsRecord
 from tests.integration.conftest import (
     BASE_TS,
     K2K,
     committed_progress,
+    k2k_cli,
     pipeline_dict,
     run_until_caught_up,
     write_pipeline,
@@ -563,14 +565,31 @@ def test_records_lost_to_retention_are_skipped_only_when_the_policy_says_continu
     produce(clusters.source, t, records(20, 1, BASE_TS))
     lenient = pipeline(clusters, name, [t])
     lenient["errorHandling"] = {"onSourceRecordsLost": "continue"}
+    metrics_topic = f"__k2k-metrics-{name}"
+    lenient["metrics"] = {"kafka": {"topic": metrics_topic}}
     path = write_pipeline(tmp_path, lenient)
     ok("offsets", "set", "-f", str(path), "--topic", t, "--offset", "5", "--yes")
     admin = AdminClient({"bootstrap.servers": clusters.source})
     [deleted] = admin.delete_records([TopicPartition(t, 0, 12)], request_timeout=30).values()
     assert deleted.result().low_watermark == 12
 
-    result = cli("start", "--until-caught-up", "-f", str(path))
+    result = k2k_cli(
+        "start", "--until-caught-up", "-t", "-f", str(path), env={"OTEL_METRICS_EXPORTER": "kafka"}
+    )
     assert result.returncode == 0, result.stderr[-3000:]
+    # The jump is counted: 7 records (5..11), by retention.
+    lost = [
+        (point["attributes"], point["value"])
+        for part, recs in read_all(clusters.target, metrics_topic).items()
+        for offset, r in enumerate(recs)
+        for rec in [MetricsRecord.decode(r.key, r.value, metrics_topic, part, offset)]
+        if rec.metric == "k2k.source.records.lost"
+        for point in rec.points
+    ]
+    assert lost and lost[-1] == (
+        {"pipeline": name, "topic": t, "partition": 0, "reason": "retention"},
+        7,
+    ), lost
     assert (
         f"source {t}[0]: records 5..11 were deleted (retention) before they were replicated; "
         "continuing from 12" in result.stderr

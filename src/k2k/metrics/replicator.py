@@ -95,6 +95,12 @@ class ReplicatorMetrics:
             p + "fencings.suffered", "{fencing}", "Runners that stood down for another owner"
         )
         self.errors = m.create_counter(p + "errors", "{error}", "Runner and pipeline faults")
+        self.records_lost = m.create_counter(
+            p + "source.records.lost",
+            "{record}",
+            "Source records deleted before they were replicated and jumped over "
+            "(errorHandling.onSourceRecordsLost: continue)",
+        )
         m.create_observable_gauge(
             p + "replication.lag.records",
             [self._lag_records],
@@ -136,6 +142,9 @@ class ReplicatorMetrics:
         for s in summaries:
             if s.metrics:
                 self.on_frame(s.metrics)
+            for o in s.partitions:
+                if o.lost:
+                    self.lost(o.topic, o.partition, o.lost, "retention")
             if s.fenced:
                 self.fencings_suffered.add(1, self._base)
             if s.error:
@@ -144,6 +153,11 @@ class ReplicatorMetrics:
             self._deltas.lease_ended(lease)
         if fencings:
             self.fencings_done.add(fencings, self._base)
+
+    def lost(self, topic: str, partition: int, records: int, reason: str) -> None:
+        """Records of ``topic[partition]`` jumped over: deleted by ``retention``, or with
+        their ``deleted-topic``."""
+        self.records_lost.add(records, {**self._tp(topic, partition), "reason": reason})
 
     def lease_started(self) -> None:
         self.leases.add(1, self._base)

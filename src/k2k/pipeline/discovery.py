@@ -25,7 +25,7 @@ docs/operations.md#topic-lifecycle says the same for operators.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from k2k.config import PipelineConfig
 from k2k.errors import K2KError, ReplicationError, TopicError
@@ -59,6 +59,9 @@ class Discovery:
         self.ids: dict[str, str] = {}
         self.target_ids: dict[str, str] = {}
         self._passes = 0
+        #: Told of records deleted with their topic before they were replicated (topic,
+        #: partition, count), under ``onSourceRecordsLost: continue`` (the metrics).
+        self.on_records_lost: Callable[[str, int, int], None] | None = None
         self._routes: dict[str, str] = {}
         self._plans: dict[str, TopicPlan] = {}
         self._unrouted_logged: set[str] = set()
@@ -221,17 +224,21 @@ class Discovery:
         not committed were deleted with the topic before they were replicated."""
         for topic in sorted(gone):
             parts = range(self.selected[topic].partitions)
-            lost = [
-                f"{topic}[{p}]@{positions.starts.get((topic, p), 0)}..{latest[(topic, p)] - 1}"
+            behind = {
+                p: (positions.starts.get((topic, p), 0), latest[(topic, p)])
                 for p in parts
                 if latest.get((topic, p), 0) > positions.starts.get((topic, p), 0)
-            ]
+            }
+            lost = [f"{topic}[{p}]@{a}..{b - 1}" for p, (a, b) in behind.items()]
             what = f"records {', '.join(lost)} were deleted with it before they were replicated"
             if lost and self.cfg.error_handling.on_source_records_lost != "continue":
                 raise ReplicationError(
                     f"source topic {topic!r} was deleted and {what}; restart the pipeline to go "
                     "on without them (or set errorHandling.onSourceRecordsLost: continue)"
                 )
+            for p, (a, b) in behind.items():
+                if self.on_records_lost is not None:
+                    self.on_records_lost(topic, p, b - a)
             log.warning(
                 "source topic %s was deleted%s; it is no longer replicated (its target topic "
                 "and committed progress are kept; a topic created again under this name is "

@@ -120,6 +120,9 @@ class PartitionOutcome:
     committed: int
     reached_end: bool = False
     progress_written: bool = False
+    #: Records deleted by retention before they were replicated, jumped over under
+    #: ``errorHandling.onSourceRecordsLost: continue``.
+    lost: int = 0
 
 
 @dataclass(slots=True)

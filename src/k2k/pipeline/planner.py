@@ -230,6 +230,8 @@ class Planner:
             from k2k.metrics.replicator import replicator_metrics  # OpenTelemetry only with -t
 
             self.metrics = replicator_metrics(cfg, self.member, self.stats, self.discovery.target)
+            metrics = self.metrics
+            self.discovery.on_records_lost = lambda t, p, n: metrics.lost(t, p, n, "deleted-topic")
             template = dataclasses.replace(template, telemetry=True)
         sc = self._start_spark().sparkContext
         self.control = open_channel(sc, cfg.spark.master)

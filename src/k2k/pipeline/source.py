@@ -45,8 +45,6 @@ class SourceReader:
     ) -> None:
         """``on_records_lost``: ``errorHandling.onSourceRecordsLost`` (:meth:`_lost`)."""
         self.on_records_lost = on_records_lost
-        #: Records skipped under ``continue``, per partition.
-        self.lost: dict[TP, int] = {}
         active = [r for r in ranges if r.end is None or r.start < r.end]
         for r in ranges:
             if r.end is not None and r.start >= r.end:
@@ -132,7 +130,7 @@ class SourceReader:
         log.warning(
             "%s: %s; continuing from %d (errorHandling.onSourceRecordsLost)", where, lost, low
         )
-        self.lost[tp] = self.lost.get(tp, 0) + low - position
+        self.outcomes[tp].lost += low - position
         # The partition's fetcher stopped on the error (a seek is refused): assign it anew.
         self.consumer.incremental_unassign([TopicPartition(tp[0], tp[1])])
         self.consumer.incremental_assign([TopicPartition(tp[0], tp[1], low)])
