@@ -132,7 +132,9 @@ def up(source_port: int, target_port: int, data_dir: Path | None, timeout: float
                 f"choose a free port with {flag}"
             )
         else:
-            clusters.append(LocalCluster(name, port, root / name))
+            cluster = LocalCluster(name, port, root / name)
+            cluster.check_storage()
+            clusters.append(cluster)
 
     # Step 2. Install (one time), then start or wait for both together.
     ensure_kafka_installed(announce=lambda message: click.echo(message, err=True))

@@ -233,12 +233,15 @@ class LocalCluster:
         proc = Path("/proc")
         if not proc.is_dir():
             return None
+        wanted = {b"kafka.Kafka", str(self.server_properties).encode()}
         for entry in proc.iterdir():
-            if entry.name.isdigit() and entry.name != str(os.getpid()):
-                pid = int(entry.name)
-                if self._is_our_broker(pid):
-                    self.pid_file.write_text(f"{pid}\n", encoding="utf-8")
-                    return pid
+            try:  # read the command line directly: no waitpid on other programs' children
+                argv = set((entry / "cmdline").read_bytes().split(b"\0"))
+            except OSError:  # not a process, or it exited just now
+                continue
+            if entry.name.isdigit() and wanted <= argv and self._is_our_broker(int(entry.name)):
+                self.pid_file.write_text(f"{entry.name}\n", encoding="utf-8")
+                return int(entry.name)
         return None
 
     def _is_our_broker(self, pid: int) -> bool:
@@ -452,28 +455,37 @@ class LocalCluster:
             f"{libs}/*",
         ]
 
-    def _prepare_storage(self, java: str, libs: Path, deadline: float, announce: Announce) -> None:
-        """Format ``kraft/`` unless it holds a valid ``meta.properties``.
+    def check_storage(self) -> None:
+        """Refuse storage that holds data but has no valid ``meta.properties``.
 
-        Storage without a valid ``meta.properties`` is formatted again only when it holds no
-        data: everything a format writes sits at the top of ``kraft/``, while a broker that
-        ran keeps its metadata log and topics in subdirectories. With data, a new format would
-        give the cluster a new id over old topics, so we stop and say what to do.
+        Storage without a valid ``meta.properties`` is formatted again by :meth:`start` only
+        when it holds no data: everything a format writes sits at the top of ``kraft/``,
+        while a broker that ran keeps its metadata log and topics in subdirectories. With
+        data, a new format would put a new cluster id over old topics, so we stop and say what
+        to do. Cheap (no JVM): ``k2k local up`` checks both clusters before starting either.
+
+        :raises LocalClusterError: one line naming the file and the two ways out.
         """
         meta = self.log_dirs / "meta.properties"
         problem = _meta_properties_problem(meta)
+        if problem is not None and _holds_data(self.log_dirs):
+            raise LocalClusterError(
+                f"the {self.name} cluster's storage {self.log_dirs} holds data but its "
+                f"meta.properties {problem}; restore {meta}, or delete {self.log_dirs} to "
+                "start this cluster empty (its topics are lost)"
+            )
+
+    def _prepare_storage(self, java: str, libs: Path, deadline: float, announce: Announce) -> None:
+        """Format ``kraft/`` unless it holds a valid ``meta.properties`` (see
+        :meth:`check_storage`); storage without data is cleared and formatted again."""
+        self.check_storage()
+        problem = _meta_properties_problem(self.log_dirs / "meta.properties")
         if problem is None:
             return
-        if _holds_data(self.log_dirs):
-            raise LocalClusterError(
-                f"the storage of the {self.name} cluster in {self.log_dirs} holds data but "
-                f"{meta} {problem} (a damaged data directory); restore that file, or start "
-                f"this cluster empty by deleting {self.log_dirs} (its topics are lost)"
-            )
         if self.log_dirs.exists():
             announce(
-                f"{self.name}: {meta} {problem} and the storage holds no data (an interrupted "
-                "format); formatting it again"
+                f"{self.name}: meta.properties in {self.log_dirs} {problem} and the storage holds "
+                "no data (an interrupted format); formatting it again"
             )
             shutil.rmtree(self.log_dirs)
         self._format_storage(java, libs, deadline)
