@@ -333,15 +333,6 @@ def _up_args(data: Path, source_port: int, target_port: int) -> list[str]:
     return ["up", *ports, "--data-dir", str(data)]
 
 
-def _gone(pid: int) -> bool:
-    """True once ``pid`` has exited (a zombie counts: the CLI ran in this process)."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return True
-    return "State:\tZ" in status
-
-
 def test_cli_up_after_kill_9_recovers_the_broker_with_its_data(tmp_path: Path) -> None:
     """The outage drill: kill -9 the target broker, `up` again at once.
 
@@ -368,10 +359,9 @@ def test_cli_up_after_kill_9_recovers_the_broker_with_its_data(tmp_path: Path) -
         before = read_all(target.bootstrap, topic)
         assert sum(len(records) for records in before.values()) == 50
 
+        assert (target.log_dirs / ".lock").exists()  # will be left behind by the killed JVM
         os.kill(killed, 9)
-        eventually(lambda: _gone(killed), timeout=30)
-        assert (target.log_dirs / ".lock").exists()  # left behind by the killed JVM
-        started = time.monotonic()
+        started = time.monotonic()  # at once, as in the drill: the JVM may still be exiting
         again = runner.invoke(local, _up_args(data, *ports))
         took = time.monotonic() - started
 
@@ -385,7 +375,8 @@ def test_cli_up_after_kill_9_recovers_the_broker_with_its_data(tmp_path: Path) -
         assert again.stderr.splitlines() == [
             f"target: the previous broker (pid {killed}) did not stop cleanly; "
             "starting a new one on the same data",
-            "target: the controller still held the registration of the killed broker; removed it",
+            "target: the controller still held the registration of the broker that did not "
+            "stop cleanly; removed it",
         ]
         assert took < 45, f"recovery took {took:.0f} s: the stale registration was not removed"
         after = read_all(target.bootstrap, topic)
@@ -437,7 +428,8 @@ def test_cli_up_replaces_a_stale_pid_file_and_finds_a_broker_without_one(
         down = runner.invoke(local, ["down", "--data-dir", str(data)])
         assert down.exit_code == 0, down.output
         assert f"source: stopped (pid {pid})" in down.stdout.splitlines()
-        eventually(lambda: _gone(pid), timeout=30)
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
     finally:
         stranger.kill()
         stranger.wait()

@@ -34,10 +34,12 @@ def _announce(message: str) -> None:
 
 
 def _find_cluster(name: str, root: Path) -> LocalCluster | None:
-    """The cluster that last ran in ``root/name``, with its pid file repaired if the JVM runs
-    without one (see :meth:`LocalCluster.recover_pid_file`)."""
+    """The cluster that last ran in ``root/name``: a broker that is still exiting (killed a
+    moment ago) has exited, and its pid file is repaired if the JVM runs without one (see
+    :meth:`LocalCluster.wait_while_exiting`, :meth:`LocalCluster.recover_pid_file`)."""
     cluster = LocalCluster.from_data_dir(name, root / name)
     if cluster is not None:
+        cluster.wait_while_exiting()
         adopted = cluster.recover_pid_file()
         if adopted is not None:
             _announce(f"{name}: running as pid {adopted} without a pid file; recorded it")

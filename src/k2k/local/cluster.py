@@ -221,6 +221,19 @@ class LocalCluster:
         except (FileNotFoundError, ValueError):
             return None
 
+    def wait_while_exiting(self, timeout: float = 30.0) -> None:
+        """Wait while the process named in ``broker.pid`` is exiting (at most ``timeout`` s).
+
+        A JVM killed a moment ago does not exit at once: for a while it no longer looks like
+        our broker (its command line is gone) but still holds the listener port (see
+        :func:`_exiting`). ``k2k local up`` right after a ``kill -9`` must wait for that
+        instead of reporting the port as taken by another program.
+        """
+        pid = self._pid_file_value()
+        deadline = time.monotonic() + timeout
+        while pid is not None and _exiting(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
     def recover_pid_file(self) -> int | None:
         """Rewrite a missing or stale ``broker.pid`` when this cluster's JVM still runs.
 
@@ -261,7 +274,8 @@ class LocalCluster:
         After an unclean stop (the JVM was killed, the machine crashed):
 
         * a stale ``broker.pid`` (a dead pid, or one reused by another program) is replaced;
-          the stale ``.lock`` file in ``kraft/`` is no problem, Kafka locks it, not creates it;
+          a leftover ``kraft/.lock`` is harmless (Kafka locks the file; that it exists means
+          nothing);
         * storage whose ``meta.properties`` is missing or incomplete is formatted again if it
           holds no data (an interrupted first format), and refused with what to do otherwise;
         * the controller still holds the killed broker's registration for
@@ -275,6 +289,7 @@ class LocalCluster:
         """
         deadline = time.monotonic() + timeout
         announce = announce or _silent
+        self.wait_while_exiting()
         adopted = self.recover_pid_file()
         if adopted is not None:
             announce(f"{self.name}: running as pid {adopted} without a pid file; recorded it")
@@ -288,6 +303,7 @@ class LocalCluster:
                     raise
                 # It died while we waited (e.g. `up` right after a kill -9): start a new one.
                 announce(f"{self.name}: the broker (pid {running}) exited; starting it again")
+                self.wait_while_exiting()
         stale = self._pid_file_value()
         if stale is not None:
             announce(
@@ -622,8 +638,8 @@ class LocalCluster:
         Why this is safe: a KRaft controller that starts keeps each broker that was unfenced
         in its metadata for ``broker.session.timeout.ms`` (60 s here), and refuses a new
         incarnation of that node id until then. We get here only when our new JVM was refused
-        as such a duplicate, i.e. it is not registered, so the only registration of node 1 is
-        the dead process's. ``kafka-cluster unregister`` (through the controller listener)
+        as such a duplicate, i.e. it is not registered, so the only registration of its node id
+        is the dead process's. ``kafka-cluster unregister`` (through the controller listener)
         removes it; the broker's next registration attempt, within two seconds, succeeds.
         Past half the session we leave it alone: the session expires soon by itself, and a
         late unregister could hit the new broker's registration.
@@ -645,9 +661,12 @@ class LocalCluster:
             "--bootstrap-controller",
             controller,
             "--id",
-            "1",
+            settings["node.id"],
         ]
-        held = f"{self.name}: the controller still held the registration of the killed broker"
+        held = (
+            f"{self.name}: the controller still held the registration of the broker that did "
+            "not stop cleanly"
+        )
         try:
             done = subprocess.run(
                 command,
@@ -864,6 +883,31 @@ def _pid_alive(pid: int) -> bool:
     fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
     zombie = fields.get("State", "").split()[:1] in (["Z"], ["X"])
     return not (zombie and int(fields.get("Threads", "1").strip() or 1) <= 1)
+
+
+def _exiting(pid: int) -> bool:
+    """True while ``pid`` is being killed but may still hold its files and sockets (Linux).
+
+    The stages of a ``kill -9``: SIGKILL pending (the process still looks normal), then the
+    kernel's exit path (the memory, and with it the command line, is gone before the files
+    and sockets are closed), then a zombie main thread while the other threads finish. False
+    for a process that is gone, a fully exited zombie, or any process not in those stages.
+    """
+    proc = Path("/proc") / str(pid)
+    try:
+        status = (proc / "status").read_text(encoding="utf-8")
+        cmdline = (proc / "cmdline").read_bytes()
+    except OSError:
+        return False
+    fields = {
+        key: value.strip() for key, _, value in (x.partition(":") for x in status.splitlines())
+    }
+    threads = int(fields.get("Threads") or 1)
+    if fields.get("State", "")[:1] in ("Z", "X"):
+        return threads > 1
+    sigkill = 1 << (signal.SIGKILL - 1)
+    pending = any(int(fields.get(key) or "0", 16) & sigkill for key in ("SigPnd", "ShdPnd"))
+    return pending or not cmdline
 
 
 def _signal(pid: int, signum: signal.Signals) -> None:
