@@ -360,6 +360,10 @@ def test_cli_up_after_kill_9_recovers_the_broker_with_its_data(tmp_path: Path) -
         assert sum(len(records) for records in before.values()) == 50
 
         assert (target.log_dirs / ".lock").exists()  # will be left behind by the killed JVM
+        # The slow path, should the unregister fail: the broker outlasts the 60 s session.
+        assert "initial.broker.registration.timeout.ms=90000" in (
+            target.server_properties.read_text().splitlines()
+        )
         os.kill(killed, 9)
         started = time.monotonic()  # at once, as in the drill: the JVM may still be exiting
         again = runner.invoke(local, _up_args(data, *ports))
