@@ -325,3 +325,161 @@ def test_cli_up_twice_status_and_down_stop_exactly_those_brokers(clusters, tmp_p
         ]
     finally:
         runner.invoke(local, ["down", "--data-dir", str(data)])  # never leak brokers on failure
+
+
+# -- after an unclean stop ---------------------------------------------------------------------
+def _up_args(data: Path, source_port: int, target_port: int) -> list[str]:
+    ports = ["--source-port", str(source_port), "--target-port", str(target_port)]
+    return ["up", *ports, "--data-dir", str(data)]
+
+
+def test_cli_up_after_kill_9_recovers_the_broker_with_its_data(tmp_path: Path) -> None:
+    """The outage drill: kill -9 the target broker, `up` again at once.
+
+    The restarted controller still holds the killed broker's registration (for
+    broker.session.timeout.ms, 60 s) and refused the new one until then; the broker used to give
+    up first ("fatal error while waiting for the controller to acknowledge that we are caught
+    up"). `up` now removes the stale registration and the broker is back within seconds.
+    """
+    runner = CliRunner()
+    data = tmp_path / "local"
+    ports = free_port(), free_port()
+    try:
+        first = runner.invoke(local, _up_args(data, *ports))
+        assert first.exit_code == 0, first.output
+        target = LocalCluster.from_data_dir("target", data / "target")
+        source = LocalCluster.from_data_dir("source", data / "source")
+        assert target is not None and source is not None
+        killed, source_pid = target.pid, source.pid
+        assert killed is not None and source_pid is not None
+        topic = "drill"
+        create_topic(target.bootstrap, topic, 2)
+        sent = [(i % 2, b"k%d" % i, b"v%d" % i, [("n", b"%d" % i)], BASE_TS + i) for i in range(50)]
+        produce(target.bootstrap, topic, sent)
+        before = read_all(target.bootstrap, topic)
+        assert sum(len(records) for records in before.values()) == 50
+
+        assert (target.log_dirs / ".lock").exists()  # will be left behind by the killed JVM
+        # The slow path, should the unregister fail: the broker outlasts the 60 s session.
+        assert "initial.broker.registration.timeout.ms=90000" in (
+            target.server_properties.read_text().splitlines()
+        )
+        os.kill(killed, 9)
+        started = time.monotonic()  # at once, as in the drill: the JVM may still be exiting
+        again = runner.invoke(local, _up_args(data, *ports))
+        took = time.monotonic() - started
+
+        assert again.exit_code == 0, again.output
+        new_pid = target.pid
+        assert new_pid is not None and new_pid != killed
+        assert again.stdout.splitlines() == [
+            f"source  127.0.0.1:{ports[0]}  already running (pid {source_pid})",
+            f"target  127.0.0.1:{ports[1]}  started (pid {new_pid})",
+        ]
+        assert again.stderr.splitlines() == [
+            f"target: the previous broker (pid {killed}) did not stop cleanly; "
+            "starting a new one on the same data",
+            "target: the controller still held the registration of the broker that did not "
+            "stop cleanly; removed it",
+        ]
+        assert took < 45, f"recovery took {took:.0f} s: the stale registration was not removed"
+        after = read_all(target.bootstrap, topic)
+        assert after == before
+        assert [(r.key, r.value) for p in (0, 1) for r in after[p]] == [
+            (key, value) for p in (0, 1) for part, key, value, _, _ in sent if part == p
+        ]
+        create_topic(target.bootstrap, "after-drill", 1)  # the controller accepts changes
+    finally:
+        runner.invoke(local, ["down", "--data-dir", str(data)])
+
+
+def test_cli_up_replaces_a_stale_pid_file_and_finds_a_broker_without_one(
+    tmp_path: Path,
+) -> None:
+    """A pid file naming another live program (a reused pid) is not our broker: `up` starts
+    the broker and leaves that program alone. A broker whose pid file was deleted is found
+    again by its command line, so `status` and `down` still see it."""
+    runner = CliRunner()
+    data = tmp_path / "local"
+    ports = free_port(), free_port()
+    stranger = subprocess.Popen(["sleep", "600"])
+    try:
+        (data / "source").mkdir(parents=True)
+        (data / "source" / "broker.pid").write_text(f"{stranger.pid}\n")
+        result = runner.invoke(local, _up_args(data, *ports))
+        assert result.exit_code == 0, result.output
+        assert (
+            f"source: the previous broker (pid {stranger.pid}) did not stop cleanly; "
+            "starting a new one on the same data"
+        ) in result.stderr.splitlines()
+        assert stranger.poll() is None  # not signalled
+        source = LocalCluster.from_data_dir("source", data / "source")
+        assert source is not None and source.pid not in (None, stranger.pid)
+        pid = source.pid
+
+        source.pid_file.unlink()
+        status = runner.invoke(local, ["status", "--data-dir", str(data)])
+        assert status.exit_code == 0, status.output
+        assert status.stderr.splitlines() == [
+            f"source: running as pid {pid} without a pid file; recorded it"
+        ]
+        assert status.stdout.splitlines()[1].split()[:4] == [
+            "source",
+            "running",
+            f"127.0.0.1:{ports[0]}",
+            str(pid),
+        ]
+        down = runner.invoke(local, ["down", "--data-dir", str(data)])
+        assert down.exit_code == 0, down.output
+        assert f"source: stopped (pid {pid})" in down.stdout.splitlines()
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    finally:
+        stranger.kill()
+        stranger.wait()
+        runner.invoke(local, ["down", "--data-dir", str(data)])
+
+
+@pytest.mark.parametrize(
+    "meta", [None, "#\n#Wed Nov 25 09:03:12 UTC 2026\nnode.id=1\n"], ids=["missing", "truncated"]
+)
+def test_cli_up_refuses_storage_with_data_but_no_valid_meta_properties(
+    tmp_path: Path, meta: str | None
+) -> None:
+    """Formatting again would put a new cluster id over the old topics: refused before any
+    broker starts, with one line saying what to do."""
+    data = tmp_path / "local"
+    kraft = data / "target" / "kraft"
+    (kraft / "__cluster_metadata-0").mkdir(parents=True)
+    (kraft / "__cluster_metadata-0" / "00000000000000000000.log").write_bytes(b"\0" * 100)
+    if meta is not None:
+        (kraft / "meta.properties").write_text(meta)
+    result = CliRunner().invoke(local, _up_args(data, free_port(), free_port()))
+    assert result.exit_code == 1
+    problem = "is missing" if meta is None else "is incomplete (no version, cluster.id)"
+    assert result.stderr.splitlines() == [
+        f"error: the target cluster's storage {kraft} holds data but its meta.properties "
+        f"{problem}; restore {kraft / 'meta.properties'}, or delete {kraft} to start this "
+        "cluster empty (its topics are lost)"
+    ]
+    assert "Traceback" not in result.output
+    assert not (data / "source" / "broker.pid").exists()  # nothing was started
+    assert (kraft / "__cluster_metadata-0" / "00000000000000000000.log").stat().st_size == 100
+
+
+@pytest.mark.integration
+def test_interrupted_format_is_formatted_again(tmp_path: Path) -> None:
+    """Storage a format left half-written (no meta.properties, no data) is safe to redo."""
+    cluster = LocalCluster("source", free_port(), tmp_path / "source")
+    cluster.log_dirs.mkdir(parents=True)
+    (cluster.log_dirs / "bootstrap.checkpoint").write_bytes(b"\0" * 10)  # cut short
+    announced: list[str] = []
+    try:
+        cluster.start(timeout=60, announce=announced.append)
+        assert announced == [
+            f"source: meta.properties in {cluster.log_dirs} is missing and the storage holds "
+            "no data (an interrupted format); formatting it again"
+        ]
+        assert _cluster_id(cluster.bootstrap)
+    finally:
+        cluster.stop()

@@ -29,6 +29,23 @@ __all__ = ["default_data_dir", "local"]
 CLUSTER_NAMES = ("source", "target")
 
 
+def _announce(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def _find_cluster(name: str, root: Path) -> LocalCluster | None:
+    """The cluster that last ran in ``root/name``: a broker that is still exiting (killed a
+    moment ago) has exited, and its pid file is repaired if the JVM runs without one (see
+    :meth:`LocalCluster.wait_while_exiting`, :meth:`LocalCluster.recover_pid_file`)."""
+    cluster = LocalCluster.from_data_dir(name, root / name)
+    if cluster is not None:
+        cluster.wait_while_exiting()
+        adopted = cluster.recover_pid_file()
+        if adopted is not None:
+            _announce(f"{name}: running as pid {adopted} without a pid file; recorded it")
+    return cluster
+
+
 def default_data_dir() -> Path:
     """``${K2K_HOME:-~/.cache/k2k}/local``, resolved when a command runs (not at import)."""
     return k2k_home() / "local"
@@ -83,6 +100,11 @@ def up(source_port: int, target_port: int, data_dir: Path | None, timeout: float
 
     Installs Apache Kafka on first use. Clusters that are already running are left as they
     are. Data is kept between `down` and `up`.
+
+    After an unclean stop (a killed broker, a crash) `up` recovers by itself: a stale pid file
+    is replaced, the killed broker's registration is removed from the controller, and storage
+    whose format was interrupted is formatted again. Storage that holds data but lost its
+    meta.properties is refused with what to do. Each recovery is reported on stderr.
     """
     root = data_dir or default_data_dir()
     if source_port == target_port:
@@ -96,7 +118,7 @@ def up(source_port: int, target_port: int, data_dir: Path | None, timeout: float
         ("source", source_port, "--source-port"),
         ("target", target_port, "--target-port"),
     ):
-        existing = LocalCluster.from_data_dir(name, root / name)
+        existing = _find_cluster(name, root)
         if existing is not None and existing.is_running():
             if existing.port != port:
                 click.echo(
@@ -112,16 +134,22 @@ def up(source_port: int, target_port: int, data_dir: Path | None, timeout: float
                 f"choose a free port with {flag}"
             )
         else:
-            clusters.append(LocalCluster(name, port, root / name))
+            cluster = LocalCluster(name, port, root / name)
+            cluster.check_storage()
+            clusters.append(cluster)
 
     # Step 2. Install (one time), then start or wait for both together.
     ensure_kafka_installed(announce=lambda message: click.echo(message, err=True))
-    start_clusters(clusters, timeout)
+    pids_before = {cluster.name: cluster.pid for cluster in clusters}
+    start_clusters(clusters, timeout, announce=_announce)
 
+    states = []
     for cluster in clusters:
-        state = "already running" if cluster.name in already_running else "started"
-        click.echo(f"{cluster.name}  {cluster.bootstrap}  {state} (pid {cluster.pid})")
-    if not already_running:
+        # A broker that was running may have died meanwhile and been started again.
+        kept = cluster.name in already_running and pids_before[cluster.name] == cluster.pid
+        states.append("already running" if kept else "started")
+        click.echo(f"{cluster.name}  {cluster.bootstrap}  {states[-1]} (pid {cluster.pid})")
+    if "already running" not in states:
         click.echo(
             f"Apache Kafka {KAFKA_VERSION}, data in {root}; stop with `k2k local down`.", err=True
         )
@@ -151,7 +179,7 @@ def down(data_dir: Path | None, timeout: float, delete_data: bool) -> None:
     root = data_dir or default_data_dir()
     running: list[tuple[LocalCluster, int]] = []
     for name in CLUSTER_NAMES:
-        cluster = LocalCluster.from_data_dir(name, root / name)
+        cluster = _find_cluster(name, root)
         pid = cluster.pid if cluster is not None else None
         if cluster is not None and pid is not None:
             running.append((cluster, pid))
@@ -180,7 +208,7 @@ def status(data_dir: Path | None) -> None:
     root = data_dir or default_data_dir()
     rows = [("CLUSTER", "STATE", "BOOTSTRAP", "PID", "DATA DIR")]
     for name in CLUSTER_NAMES:
-        cluster = LocalCluster.from_data_dir(name, root / name)
+        cluster = _find_cluster(name, root)
         pid = cluster.pid if cluster is not None else None
         rows.append(
             (

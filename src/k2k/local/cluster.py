@@ -30,7 +30,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
@@ -64,6 +64,15 @@ benchmark should pass its own ``jvm_options`` (e.g. ``()``) to measure the broke
 
 _LOG_TAIL_LINES = 20
 _PROBE_TOPIC = "__k2k_local_ready_probe"
+_DUPLICATE_REGISTRATION = "because the controller returned error DUPLICATE_BROKER_REGISTRATION"
+_REGISTERED = "Successfully registered broker"
+
+Announce = Callable[[str], None]
+"""Where :meth:`LocalCluster.start` reports what it recovered from (the CLI prints to stderr)."""
+
+
+def _silent(_message: str) -> None:
+    pass
 
 
 def free_port() -> int:
@@ -140,6 +149,7 @@ class LocalCluster:
         self.owner_pid = owner_pid
         self._process: subprocess.Popen[bytes] | None = None
         self._watchdog: subprocess.Popen[bytes] | None = None
+        self._started_at: float | None = None  # monotonic time of our JVM's launch
 
     def __repr__(self) -> str:
         return (
@@ -204,6 +214,49 @@ class LocalCluster:
         """Return True if this cluster's JVM is alive (it may still be starting up)."""
         return self.pid is not None
 
+    def _pid_file_value(self) -> int | None:
+        """The pid written in ``broker.pid``, whether or not that process still runs."""
+        try:
+            return int(self.pid_file.read_text(encoding="utf-8").strip())
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def wait_while_exiting(self, timeout: float = 30.0) -> None:
+        """Wait while the process named in ``broker.pid`` is exiting (at most ``timeout`` s).
+
+        A JVM killed a moment ago does not exit at once: for a while it no longer looks like
+        our broker (its command line is gone) but still holds the listener port (see
+        :func:`_exiting`). ``k2k local up`` right after a ``kill -9`` must wait for that
+        instead of reporting the port as taken by another program.
+        """
+        pid = self._pid_file_value()
+        deadline = time.monotonic() + timeout
+        while pid is not None and _exiting(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def recover_pid_file(self) -> int | None:
+        """Rewrite a missing or stale ``broker.pid`` when this cluster's JVM still runs.
+
+        Finds the JVM by its command line (``kafka.Kafka`` with our ``server.properties``,
+        Linux ``/proc`` only), e.g. after ``broker.pid`` was deleted by hand. Returns the pid
+        it wrote, or None when the pid file was right or no such JVM runs.
+        """
+        if self.is_running():
+            return None
+        proc = Path("/proc")
+        if not proc.is_dir():
+            return None
+        wanted = {b"kafka.Kafka", str(self.server_properties).encode()}
+        for entry in proc.iterdir():
+            try:  # read the command line directly: no waitpid on other programs' children
+                argv = set((entry / "cmdline").read_bytes().split(b"\0"))
+            except OSError:  # not a process, or it exited just now
+                continue
+            if entry.name.isdigit() and wanted <= argv and self._is_our_broker(int(entry.name)):
+                self.pid_file.write_text(f"{entry.name}\n", encoding="utf-8")
+                return int(entry.name)
+        return None
+
     def _is_our_broker(self, pid: int) -> bool:
         """True if ``pid`` is alive and is ``kafka.Kafka`` run with our ``server.properties``."""
         if self._process is not None and self._process.pid == pid:
@@ -212,20 +265,51 @@ class LocalCluster:
         return argv is not None and "kafka.Kafka" in argv and str(self.server_properties) in argv
 
     # -- lifecycle -----------------------------------------------------------------------
-    def start(self, timeout: float = 60.0) -> None:
+    def start(self, timeout: float = 60.0, announce: Announce | None = None) -> None:
         """Start the cluster and return once it serves metadata and accepts topic creation.
 
         Formats the storage on the first start. Returns at once (after the same readiness
         check) if the cluster is already running.
 
-        :raises LocalClusterError: the port is taken, Java or the jars are missing, or the
-            broker did not become ready within ``timeout`` seconds (the message quotes the last
-            lines of ``broker.log``).
+        After an unclean stop (the JVM was killed, the machine crashed):
+
+        * a stale ``broker.pid`` (a dead pid, or one reused by another program) is replaced;
+          a leftover ``kraft/.lock`` is harmless (Kafka locks the file; that it exists means
+          nothing);
+        * storage whose ``meta.properties`` is missing or incomplete is formatted again if it
+          holds no data (an interrupted first format), and refused with what to do otherwise;
+        * the controller still holds the killed broker's registration for
+          ``broker.session.timeout.ms`` and refuses the new one; :meth:`_wait_ready` removes
+          that stale registration (see :meth:`_unregister_stale_broker`).
+
+        :param announce: called with one line for each such recovery.
+        :raises LocalClusterError: the port is taken, Java or the jars are missing, the storage
+            is damaged, or the broker did not become ready within ``timeout`` seconds (the
+            message quotes the last lines of ``broker.log``).
         """
         deadline = time.monotonic() + timeout
-        if self.is_running():
-            self._wait_ready(deadline)
-            return
+        announce = announce or _silent
+        self.wait_while_exiting()
+        adopted = self.recover_pid_file()
+        if adopted is not None:
+            announce(f"{self.name}: running as pid {adopted} without a pid file; recorded it")
+        running = self.pid
+        if running is not None:
+            try:
+                self._wait_ready(deadline)
+                return
+            except LocalClusterError:
+                if self.is_running():
+                    raise
+                # It died while we waited (e.g. `up` right after a kill -9): start a new one.
+                announce(f"{self.name}: the broker (pid {running}) exited; starting it again")
+                self.wait_while_exiting()
+        stale = self._pid_file_value()
+        if stale is not None:
+            announce(
+                f"{self.name}: the previous broker (pid {stale}) did not stop cleanly; "
+                "starting a new one on the same data"
+            )
         if not port_is_free(self.port):
             raise LocalClusterError(
                 f"cannot start the {self.name} cluster: port {self.port} on {HOST} is already "
@@ -235,8 +319,7 @@ class LocalCluster:
         java = find_java()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._write_config()
-        if not (self.log_dirs / "meta.properties").is_file():
-            self._format_storage(java, libs, deadline)
+        self._prepare_storage(java, libs, deadline, announce)
 
         if self.log_file.exists():
             self.log_file.replace(self.log_file.with_name("broker.log.1"))
@@ -254,11 +337,12 @@ class LocalCluster:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        self._started_at = time.monotonic()
         self.pid_file.write_text(f"{self._process.pid}\n", encoding="utf-8")
         if self.owner_pid is not None:
             self._watchdog = _start_watchdog(self.owner_pid, self._process.pid)
         try:
-            self._wait_ready(deadline)
+            self._wait_ready(deadline, announce)
         except BaseException:
             self.stop(timeout=10)  # never leave a half-started JVM behind
             raise
@@ -350,6 +434,13 @@ class LocalCluster:
             "log.cleaner.backoff.ms": 1000,
         }
         settings.update(self.broker_overrides)
+        # After a kill -9 the controller keeps the dead broker's registration for a session
+        # and refuses the new broker's (DUPLICATE_BROKER_REGISTRATION). The broker gives up
+        # registering after 60 s by default, which races that 60 s session and usually loses
+        # ("fatal error while waiting for the controller to acknowledge that we are caught
+        # up"). Outlast the session, so the slow path (no unregister) still starts.
+        session_ms = int(str(settings["broker.session.timeout.ms"]))
+        settings.setdefault("initial.broker.registration.timeout.ms", session_ms + 30_000)
         return {key: str(value) for key, value in settings.items()}
 
     def _write_config(self) -> None:
@@ -379,6 +470,41 @@ class LocalCluster:
             "-cp",
             f"{libs}/*",
         ]
+
+    def check_storage(self) -> None:
+        """Refuse storage that holds data but has no valid ``meta.properties``.
+
+        Storage without a valid ``meta.properties`` is formatted again by :meth:`start` only
+        when it holds no data: everything a format writes sits at the top of ``kraft/``,
+        while a broker that ran keeps its metadata log and topics in subdirectories. With
+        data, a new format would put a new cluster id over old topics, so we stop and say what
+        to do. Cheap (no JVM): ``k2k local up`` checks both clusters before starting either.
+
+        :raises LocalClusterError: one line naming the file and the two ways out.
+        """
+        meta = self.log_dirs / "meta.properties"
+        problem = _meta_properties_problem(meta)
+        if problem is not None and _holds_data(self.log_dirs):
+            raise LocalClusterError(
+                f"the {self.name} cluster's storage {self.log_dirs} holds data but its "
+                f"meta.properties {problem}; restore {meta}, or delete {self.log_dirs} to "
+                "start this cluster empty (its topics are lost)"
+            )
+
+    def _prepare_storage(self, java: str, libs: Path, deadline: float, announce: Announce) -> None:
+        """Format ``kraft/`` unless it holds a valid ``meta.properties`` (see
+        :meth:`check_storage`); storage without data is cleared and formatted again."""
+        self.check_storage()
+        problem = _meta_properties_problem(self.log_dirs / "meta.properties")
+        if problem is None:
+            return
+        if self.log_dirs.exists():
+            announce(
+                f"{self.name}: meta.properties in {self.log_dirs} {problem} and the storage holds "
+                "no data (an interrupted format); formatting it again"
+            )
+            shutil.rmtree(self.log_dirs)
+        self._format_storage(java, libs, deadline)
 
     def _format_storage(self, java: str, libs: Path, deadline: float) -> None:
         """Format ``kraft/`` with a fresh cluster id (KRaft refuses to start on raw storage)."""
@@ -450,17 +576,28 @@ class LocalCluster:
     def _class_data_files(self) -> tuple[Path, Path]:
         return self.data_dir / "classes.jsa.tmp", self.data_dir / "classes.jsa.destination"
 
-    def _wait_ready(self, deadline: float) -> None:
+    def _wait_ready(self, deadline: float, announce: Announce = _silent) -> None:
         """Poll until the broker answers metadata and validates a topic creation.
 
         Why topic creation: metadata answers as soon as the broker's listener is up, but topics
         can only be created once the controller is active and the broker has registered and
         been unfenced. ``validate_only`` runs the controller's full check without leaving a
         probe topic behind (pipelines that replicate by regex would otherwise see it).
+
+        While a JVM that this object started waits, ``broker.log`` is watched for the
+        controller refusing its registration as a duplicate (see
+        :meth:`_unregister_stale_broker`).
         """
         admin: AdminClient | None = None
         last_problem = "no answer yet"
+        log_offset = 0
+        unregistered = False
         while True:
+            if not unregistered and self._process is not None:
+                log_offset, refused = _registration_refused(self.log_file, log_offset)
+                if refused:
+                    unregistered = True
+                    self._unregister_stale_broker(deadline, announce)
             if self.pid is None:
                 code = self._process.poll() if self._process is not None else None
                 status = "" if code is None else f" with code {code}"
@@ -494,6 +631,69 @@ class LocalCluster:
             if time.monotonic() >= deadline:
                 raise self._start_failure(f"not ready in time (last problem: {last_problem})")
             time.sleep(0.1)
+
+    def _unregister_stale_broker(self, deadline: float, announce: Announce) -> None:
+        """Remove the registration that a killed broker left in the controller.
+
+        Why this is safe: a KRaft controller that starts keeps each broker that was unfenced
+        in its metadata for ``broker.session.timeout.ms`` (60 s here), and refuses a new
+        incarnation of that node id until then. We get here only when our new JVM was refused
+        as such a duplicate, i.e. it is not registered, so the only registration of its node id
+        is the dead process's. ``kafka-cluster unregister`` (through the controller listener)
+        removes it; the broker's next registration attempt, within two seconds, succeeds.
+        Past half the session we leave it alone: the session expires soon by itself, and a
+        late unregister could hit the new broker's registration.
+        """
+        started = self._started_at
+        settings = _read_properties(self.server_properties)
+        session_s = int(settings["broker.session.timeout.ms"]) / 1000
+        if started is None or time.monotonic() - started > session_s / 2:
+            return
+        controller = self._controller_address()
+        libs = ensure_kafka_installed()
+        java = find_java()
+        archive = _class_data_archive(java, libs)
+        class_data = [f"-XX:SharedArchiveFile={archive}"] if archive.is_file() else []
+        command = [
+            *self._jvm_command(java, libs, class_data),
+            "org.apache.kafka.tools.ClusterTool",
+            "unregister",
+            "--bootstrap-controller",
+            controller,
+            "--id",
+            settings["node.id"],
+        ]
+        held = (
+            f"{self.name}: the controller still held the registration of the broker that did "
+            "not stop cleanly"
+        )
+        try:
+            done = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                stdin=subprocess.DEVNULL,
+                timeout=max(min(deadline - time.monotonic(), 30.0), 1.0),
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            failure = "unregistering it timed out"
+        else:
+            if done.returncode == 0:
+                announce(f"{held}; removed it")
+                return
+            last = (done.stdout + done.stderr).strip().splitlines()[-1:] or ["no output"]
+            failure = f"unregistering it failed ({last[0]})"
+        announce(f"{held}; {failure}, waiting up to {session_s:g} s for it to expire")
+
+    def _controller_address(self) -> str:
+        """``host:port`` of the CONTROLLER listener written for the running JVM."""
+        listeners = _read_properties(self.server_properties)["listeners"]
+        for listener in listeners.split(","):
+            label, _, address = listener.partition("://")
+            if label.strip() == "CONTROLLER":
+                return address.strip()
+        raise LocalClusterError(f"no CONTROLLER listener in {self.server_properties}")
 
     def _start_failure(self, reason: str) -> LocalClusterError:
         return LocalClusterError(
@@ -544,17 +744,20 @@ def start_pair(
     return pair
 
 
-def start_clusters(clusters: Sequence[LocalCluster], timeout: float = 60.0) -> None:
+def start_clusters(
+    clusters: Sequence[LocalCluster], timeout: float = 60.0, announce: Announce | None = None
+) -> None:
     """Start several clusters concurrently and return once all are ready.
 
     Concurrent start roughly halves the wait for a pair. If any cluster fails, the ones this
     call started are stopped again before the first error is raised, so nothing half-started
-    lingers; clusters that were already running are left alone.
+    lingers; clusters that were already running are left alone. ``announce``: see
+    :meth:`LocalCluster.start`.
     """
     ensure_kafka_installed()  # once, before the threads would queue on the install lock
     was_running = [cluster.is_running() for cluster in clusters]
     with ThreadPoolExecutor(max(len(clusters), 1)) as pool:
-        futures = [pool.submit(cluster.start, timeout) for cluster in clusters]
+        futures = [pool.submit(cluster.start, timeout, announce) for cluster in clusters]
         errors = [future.exception() for future in futures]
     if any(errors):
         for cluster, running_before in zip(clusters, was_running, strict=True):
@@ -682,6 +885,31 @@ def _pid_alive(pid: int) -> bool:
     return not (zombie and int(fields.get("Threads", "1").strip() or 1) <= 1)
 
 
+def _exiting(pid: int) -> bool:
+    """True while ``pid`` is being killed but may still hold its files and sockets (Linux).
+
+    The stages of a ``kill -9``: SIGKILL pending (the process still looks normal), then the
+    kernel's exit path (the memory, and with it the command line, is gone before the files
+    and sockets are closed), then a zombie main thread while the other threads finish. False
+    for a process that is gone, a fully exited zombie, or any process not in those stages.
+    """
+    proc = Path("/proc") / str(pid)
+    try:
+        status = (proc / "status").read_text(encoding="utf-8")
+        cmdline = (proc / "cmdline").read_bytes()
+    except OSError:
+        return False
+    fields = {
+        key: value.strip() for key, _, value in (x.partition(":") for x in status.splitlines())
+    }
+    threads = int(fields.get("Threads") or 1)
+    if fields.get("State", "")[:1] in ("Z", "X"):
+        return threads > 1
+    sigkill = 1 << (signal.SIGKILL - 1)
+    pending = any(int(fields.get(key) or "0", 16) & sigkill for key in ("SigPnd", "ShdPnd"))
+    return pending or not cmdline
+
+
 def _signal(pid: int, signum: signal.Signals) -> None:
     """Send a signal, ignoring a process that has just gone away."""
     with contextlib.suppress(ProcessLookupError):
@@ -696,6 +924,47 @@ def _read_properties(path: Path) -> dict[str, str]:
             key, _, value = line.partition("=")
             props[key.strip()] = value.strip()
     return props
+
+
+def _meta_properties_problem(path: Path) -> str | None:
+    """What is wrong with a log dir's ``meta.properties`` ("is missing", ...), or None."""
+    try:
+        props = _read_properties(path)
+    except FileNotFoundError:
+        return "is missing"
+    except (OSError, ValueError) as exc:
+        return f"cannot be read ({exc})"
+    absent = [key for key in ("version", "cluster.id", "node.id") if not props.get(key)]
+    return f"is incomplete (no {', '.join(absent)})" if absent else None
+
+
+def _holds_data(log_dirs: Path) -> bool:
+    """True if any non-empty file sits in a subdirectory of ``log_dirs``.
+
+    A format writes only top-level files (``meta.properties``, ``bootstrap.checkpoint``); the
+    metadata log and every topic partition live in subdirectories once a broker has run.
+    """
+    if not log_dirs.is_dir():
+        return False
+    for child in log_dirs.iterdir():
+        if child.is_dir() and any(f.is_file() and f.stat().st_size for f in child.rglob("*")):
+            return True
+    return False
+
+
+def _registration_refused(log_file: Path, offset: int) -> tuple[int, bool]:
+    """Read ``broker.log`` from ``offset``: (the new offset, whether a registration was refused
+    as a duplicate and no registration succeeded since). Only whole lines are consumed."""
+    try:
+        with log_file.open("rb") as log:
+            log.seek(offset)
+            chunk = log.read()
+    except FileNotFoundError:
+        return offset, False
+    complete = chunk[: chunk.rfind(b"\n") + 1]
+    text = complete.decode(errors="replace")
+    refused = text.rfind(_DUPLICATE_REGISTRATION)
+    return offset + len(complete), refused >= 0 and text.rfind(_REGISTERED) < refused
 
 
 def _tail(path: Path, lines: int) -> list[str]:
