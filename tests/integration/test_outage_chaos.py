@@ -88,10 +88,13 @@ class LiveLoad(threading.Thread):
         return conf | {k.replace("_", "."): v for k, v in extra.items()}
 
     def _new_txn_producer(self) -> Producer:
-        # A short timeout: a transaction left open by a replaced producer ends soon.
+        # A short timeout: a transaction left open by a replaced producer ends soon (the
+        # delivery timeout may not exceed it).
         txn = Producer(
             self._conf(
-                transactional_id=f"chaos-src-{uuid.uuid4().hex[:8]}", transaction_timeout_ms=20_000
+                transactional_id=f"chaos-src-{uuid.uuid4().hex[:8]}",
+                transaction_timeout_ms=20_000,
+                message_timeout_ms=20_000,
             )
         )
         txn.init_transactions(120)
@@ -137,7 +140,8 @@ class LiveLoad(threading.Thread):
 
     def _transaction(self, records: list[tuple], abort: bool) -> None:
         """One transaction, written again until it completes (a source outage fails it)."""
-        while True:
+        deadline, exc = time.monotonic() + 600, None
+        while time.monotonic() < deadline:
             try:
                 if self.txn is None:
                     self.txn = self._new_txn_producer()
@@ -152,7 +156,8 @@ class LiveLoad(threading.Thread):
                     self.txn.commit_transaction(120)
                 self.counts["aborted" if abort else "committed"] += len(records)
                 return
-            except KafkaException as exc:
+            except KafkaException as failure:
+                exc = failure
                 self.counts["retried"] += 1
                 err = exc.args[0] if exc.args else None
                 if isinstance(err, KafkaError) and err.txn_requires_abort() and self.txn:
@@ -160,6 +165,7 @@ class LiveLoad(threading.Thread):
                         self.txn.abort_transaction(120)
                 else:
                     self.txn = None  # a new transactional id; the old transaction times out
+        raise AssertionError(f"a source transaction did not complete within 600 s: {exc}")
 
 
 def _crash(cluster: LocalCluster) -> None:
@@ -242,11 +248,15 @@ def test_outage_drill(own_pair, tmp_path, topic_name, mode) -> None:
     assert replicated >= load.counts["plain"] + load.counts["committed"]
     duplicates = 0
     for p in range(PARTITIONS):
-        if eos:
-            assert [r.content() for r in dst[p]] == [r.content() for r in src[p]], p
-            continue
         by_offset = {r.offset: r for r in src[p]}
         offsets = [int(dict(r.headers)["k2k_offset"]) for r in dst[p]]
+        if eos:
+            # Record for record: each target record is the source record at the same place.
+            assert offsets == [r.offset for r in src[p]], p
+            for r, s in zip(dst[p], src[p], strict=True):
+                assert (r.key, r.value, r.timestamp) == (s.key, s.value, s.timestamp)
+                assert [h for h in r.headers if h[0] == "h-seq"] == s.headers
+            continue
         assert set(offsets) == set(by_offset), p  # zero loss
         # Each record follows its predecessor on the source, or restarts an earlier run.
         assert all(cur <= prev + 1 for prev, cur in zip([-1, *offsets], offsets, strict=False)), p

@@ -508,25 +508,17 @@ class LocalCluster:
 
     def _format_storage(self, java: str, libs: Path, deadline: float) -> None:
         """Format ``kraft/`` with a fresh cluster id (KRaft refuses to start on raw storage)."""
-        archive = _class_data_archive(java, libs)
-        class_data = [f"-XX:SharedArchiveFile={archive}"] if archive.is_file() else []
-        command = [
-            *self._jvm_command(java, libs, class_data),
-            "kafka.tools.StorageTool",
-            "format",
-            "--cluster-id",
-            _random_cluster_id(),
-            "--config",
-            str(self.server_properties),
-        ]
         try:
-            done = subprocess.run(
-                command,
-                capture_output=True,
-                text=True,
-                stdin=subprocess.DEVNULL,
-                timeout=max(deadline - time.monotonic(), 1.0),
-                check=False,
+            done = self._run_tool(
+                java,
+                libs,
+                "kafka.tools.StorageTool",
+                "format",
+                "--cluster-id",
+                _random_cluster_id(),
+                "--config",
+                str(self.server_properties),
+                timeout_s=max(deadline - time.monotonic(), 1.0),
             )
         except subprocess.TimeoutExpired as exc:
             raise LocalClusterError(
@@ -538,6 +530,22 @@ class LocalCluster:
                 f"formatting the storage of the {self.name} cluster in {self.log_dirs} failed "
                 f"(exit {done.returncode}): {' | '.join(output[-_LOG_TAIL_LINES:])}"
             )
+
+    def _run_tool(
+        self, java: str, libs: Path, *args: str, timeout_s: float
+    ) -> subprocess.CompletedProcess[str]:
+        """Run one of Kafka's command-line tools (main class and arguments in ``args``) with
+        the cluster's JVM settings and the shared class data; its output is captured."""
+        archive = _class_data_archive(java, libs)
+        class_data = [f"-XX:SharedArchiveFile={archive}"] if archive.is_file() else []
+        return subprocess.run(
+            [*self._jvm_command(java, libs, class_data), *args],
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=timeout_s,
+            check=False,
+        )
 
     def _class_data_options(self, java: str, libs: Path) -> list[str]:
         """JVM options that use the shared class-data archive, or record one at exit.
@@ -652,29 +660,21 @@ class LocalCluster:
         controller = self._controller_address()
         libs = ensure_kafka_installed()
         java = find_java()
-        archive = _class_data_archive(java, libs)
-        class_data = [f"-XX:SharedArchiveFile={archive}"] if archive.is_file() else []
-        command = [
-            *self._jvm_command(java, libs, class_data),
-            "org.apache.kafka.tools.ClusterTool",
-            "unregister",
-            "--bootstrap-controller",
-            controller,
-            "--id",
-            settings["node.id"],
-        ]
         held = (
             f"{self.name}: the controller still held the registration of the broker that did "
             "not stop cleanly"
         )
         try:
-            done = subprocess.run(
-                command,
-                capture_output=True,
-                text=True,
-                stdin=subprocess.DEVNULL,
-                timeout=max(min(deadline - time.monotonic(), 30.0), 1.0),
-                check=False,
+            done = self._run_tool(
+                java,
+                libs,
+                "org.apache.kafka.tools.ClusterTool",
+                "unregister",
+                "--bootstrap-controller",
+                controller,
+                "--id",
+                settings["node.id"],
+                timeout_s=max(min(deadline - time.monotonic(), 30.0), 1.0),
             )
         except subprocess.TimeoutExpired:
             failure = "unregistering it timed out"
