@@ -226,3 +226,67 @@ def test_deleted_topic_with_unreplicated_records_follows_the_policy(
     with caplog.at_level(logging.WARNING, logger="k2k.planner"):
         assert discovery.discover(positions, latest=seen) == {}
     assert f"records {t}[0]@10..39 were deleted with it" in caplog.text
+
+
+def test_partitions_added_while_stopped_start_at_earliest(clusters, tmp_path, topic_name):
+    """With ``auto.offset.reset: latest`` the first run copies nothing of what was there;
+    partitions added while k2k is stopped are still copied from their start (their records
+    are not "history" of the pipeline), the old ones from their committed positions."""
+    t = topic_name("grownstopped")
+    create_topic(clusters.source, t, 2)
+    produce(clusters.source, t, _records(0, 100, 2, "before"))
+    doc = pipeline_dict(clusters, topic_name("pgrown"), [t])
+    doc["source"]["kafka"]["consumer"] = {"auto.offset.reset": "latest"}
+    path = write_pipeline(tmp_path, doc)
+    first = k2k_cli("start", "--until-caught-up", "-f", str(path))
+    assert first.returncode == 0, first.stderr
+    assert _offsets(clusters.target, doc, t) == {0: 50, 1: 50}
+    assert _contents(clusters.target, t) == {0: [], 1: []}
+
+    admin = AdminClient({"bootstrap.servers": clusters.source})
+    admin.create_partitions([NewPartitions(t, 3)])[t].result()
+    eventually(lambda: len(read_all(clusters.source, t)), 3, timeout=30)
+    after = _records(100, 90, 3, "after")
+    produce(clusters.source, t, after)
+    second = k2k_cli("start", "--until-caught-up", "-f", str(path))
+    assert second.returncode == 0, second.stderr
+    src = _contents(clusters.source, t)
+    assert _contents(clusters.target, t) == {0: src[0][50:], 1: src[1][50:], 2: src[2]}
+    assert len(src[2]) == 30
+    assert _offsets(clusters.target, doc, t) == {0: 80, 1: 80, 2: 30}
+
+
+def test_topic_recreated_within_a_lease_is_planned_again(clusters, tmp_path, topic_name):
+    """Deleted and created again between two checks (no discovery pass sees it missing): the
+    runners fail on a position past the new topic's end, and the planner plans again instead
+    of stopping; the new topic is copied from its start after the old one's records."""
+    t = topic_name("quick")
+    create_topic(clusters.source, t, 2)
+    produce(clusters.source, t, _records(0, 300, 2, "old"))
+    doc = pipeline_dict(
+        clusters,
+        topic_name("pquick"),
+        [t],
+        replication=[
+            {"source": {"name": "source", "topic": [t], "discoveryInterval": "1 hour"}},
+            {"sink": {"name": "sink", "topic": "source", "partition": "source"}},
+        ],
+        spark={"leaseDuration": "30 minutes"},
+    )
+    proc = K2KProcess(write_pipeline(tmp_path, doc), tmp_path / "k2k.log")
+    try:
+        started = {0: 150, 1: 150}
+        eventually(lambda: _offsets(clusters.target, doc, t), started, 180, 0.5, (K2KError,))
+        old = _contents(clusters.source, t)
+        _delete(clusters.source, t)
+        create_topic(clusters.source, t, 2)
+        produce(clusters.source, t, _records(0, 100, 2, "new"))
+        new = _contents(clusters.source, t)
+        expected = {p: old[p] + new[p] for p in (0, 1)}
+        eventually(lambda: _contents(clusters.target, t), expected, 180, 0.5)
+        eventually(lambda: _offsets(clusters.target, doc, t), {0: 50, 1: 50}, 60, 0.5)
+        assert "failed while source topics changed; planning again" in proc.output()
+        assert proc.proc.poll() is None
+    finally:
+        code = proc.stop()
+    assert code == 0, proc.output()[-3000:]

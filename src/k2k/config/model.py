@@ -410,7 +410,10 @@ class SourceStage(K2KModel):
     )
     discovery_interval: Duration = Field(
         timedelta(seconds=30),
-        description="How often the source cluster is searched for new matching topics.",
+        description="How often, while a lease runs, the source is checked for new matching "
+        "topics, added partitions, and deleted or re-created topics (and the target topics "
+        "for deletion); a change ends the lease early (docs/operations.md#topic-lifecycle). "
+        "Not with `--until-caught-up`, which checks at lease boundaries only.",
     )
 
     @field_validator("topic", mode="before")
@@ -723,11 +726,13 @@ class ErrorHandling(K2KModel):
     )
     on_source_records_lost: Literal["fail", "continue"] = Field(
         "fail",
-        description="Source records were deleted (retention) before they were replicated: "
-        "`fail` stops, naming the lost range and the `k2k offsets reset` command that "
-        "continues; `continue` moves on to the earliest offset still there and logs the lost "
-        "range as a warning. A committed position past a partition's end (the topic was "
-        "recreated) always stops.",
+        description="Source records were deleted before they were replicated, by retention "
+        "or with their topic (deleted, or deleted and created again): `fail` stops, naming the "
+        "lost range and how to go on (for retention the `k2k offsets reset` command); "
+        "`continue` moves on (to the earliest offset still there, or without the topic) and "
+        "logs the lost range as a warning, counted in `k2k.source.records.lost` with `-t`. A "
+        "committed position past a partition's end without a topic id to explain it always "
+        "stops.",
     )
     max_outage: Duration | None = Field(
         None,

@@ -36,6 +36,10 @@ from k2k.kafka.faults import cluster_error
 __all__ = ["ClusterSettings", "ClusterView", "TopicInfo"]
 
 
+#: The all-zero topic id (base64) of brokers that have none.
+_NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
+
+
 @dataclass(frozen=True, slots=True)
 class TopicInfo:
     name: str
@@ -124,7 +128,8 @@ class ClusterView:
 
     def topic_ids(self, names: Iterable[str]) -> dict[str, str]:
         """The topic id of each of ``names`` that exists (a name deleted and created again
-        gets a new id, so an id tells a re-created topic from the old one)."""
+        gets a new id, so an id tells a re-created topic from the old one); "" where the
+        cluster keeps none."""
         wanted = sorted(set(names))
         if not wanted:
             return {}
@@ -137,12 +142,14 @@ class ClusterView:
         out: dict[str, str] = {}
         for name, future in futures.items():
             try:
-                out[name] = str(future.result().topic_id)
+                topic_id = str(future.result().topic_id)
             except KafkaException as exc:
                 err = exc.args[0] if exc.args else None
                 if isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                     continue  # deleted: absent from the answer
                 raise self._failure(exc, f"describing topic {name}") from None
+            # Brokers without topic ids answer all zeros: "" (unknown).
+            out[name] = "" if topic_id == _NO_TOPIC_ID else topic_id
         return out
 
     def offsets(

@@ -25,7 +25,7 @@ docs/operations.md#topic-lifecycle says the same for operators.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from k2k.config import PipelineConfig
 from k2k.errors import K2KError, ReplicationError, TopicError
@@ -59,6 +59,10 @@ class Discovery:
         self.ids: dict[str, str] = {}
         self.target_ids: dict[str, str] = {}
         self._passes = 0
+        #: Topics of the last pass that were deleted and created again.
+        self.recreated: set[str] = set()
+        #: The source end offsets planned with, and the topic id they were read under.
+        self._ends_seen: dict[TP, tuple[str, int]] = {}
         #: Told of records deleted with their topic before they were replicated (topic,
         #: partition, count), under ``onSourceRecordsLost: continue`` (the metrics).
         self.on_records_lost: Callable[[str, int, int], None] | None = None
@@ -71,12 +75,14 @@ class Discovery:
         positions: StartPositions,
         ends: Mapping[TP, int] | None = None,
         latest: Mapping[TP, int] | None = None,
+        committed: Mapping[TP, int] | None = None,
     ) -> dict[str, TopicInfo]:
         """One discovery pass (steps 1-5 above); returns and keeps the selected topics.
 
         ``ends`` (``--until-caught-up``) fixes the topics to those captured at start;
-        ``latest``: the source end offsets seen last (records below them that are not
-        committed are lost when their topic is deleted). Raises
+        ``latest``: the source end offsets seen last, ``committed``: the progress of every
+        member seen last (records between the two are lost when their topic is deleted).
+        Raises
         :class:`~k2k.errors.TopicError` for a listed topic that does not exist at start, a
         topic routed onto itself, a target topic that is missing, too small, or was
         deleted while replicating; :class:`~k2k.errors.ReplicationError` for a deleted
@@ -90,8 +96,9 @@ class Discovery:
             selected = {t: i for t, i in selected.items() if t in known}
         ids = self.source.topic_ids(selected)
         selected = {t: i for t, i in selected.items() if t in ids}  # deleted meanwhile
-        self._deleted(set(self.selected) - set(selected), positions, latest or {})
-        recreated = self._recreated(selected, ids, positions)
+        seen = _Seen(latest or {}, committed or {})
+        self._deleted(set(self.selected) - set(selected), positions, seen)
+        recreated = self._recreated(selected, ids, positions, committed or {})
         new = [
             t
             for t in selected
@@ -107,7 +114,11 @@ class Discovery:
             self._plans.update(compile_topic_plans(self.cfg, routes))
             self._remember_target_ids(set(routes.values()))
         self._resolve_starts(selected, positions, recreated)
-        self.selected, self.ids = selected, ids
+        # Last: a pass that failed before this point finds the same differences again.
+        for t, info in selected.items():
+            if ids[t]:
+                positions.topic_ids.update({(t, p): ids[t] for p in range(info.partitions)})
+        self.selected, self.ids, self.recreated = selected, ids, set(recreated)
         self._passes += 1
         return selected
 
@@ -122,6 +133,21 @@ class Discovery:
     def topic_ids(self) -> dict[str, str]:
         """The id of every selected source topic (for progress records)."""
         return {t: self.ids[t] for t in self.selected if t in self.ids}
+
+    def saw_ends(self, latest: Mapping[TP, int]) -> None:
+        """The source end offsets a lease was planned with (the topics' current ids)."""
+        for tp, end in latest.items():
+            if tp[0] in self.ids:
+                self._ends_seen[tp] = (self.ids[tp[0]], end)
+
+    def sources_changed(self) -> bool:
+        """True when a selected source topic was deleted or created again since the last
+        pass (a failed lease is planned again then: the change is the likely cause).
+        A cluster that does not answer counts as no change."""
+        try:
+            return self.source.topic_ids(self.selected) != self.topic_ids()
+        except K2KError:
+            return False
 
     def topics_changed(self) -> bool:
         """True when a selected, routed topic appeared, changed its partition count, was
@@ -143,8 +169,9 @@ class Discovery:
                 or self.target.topic_ids(self.target_ids) != self.target_ids
             )
         except K2KError as exc:
-            # An unreachable source is reported once, by k2k.observability.reachability.
-            level = logging.WARNING if self.source.answering else logging.DEBUG
+            # An unreachable cluster is reported once, by k2k.observability.reachability.
+            answering = self.source.answering and self.target.answering
+            level = logging.WARNING if answering else logging.DEBUG
             log.log(level, "topic discovery failed: %s", exc)
             return False
 
@@ -219,32 +246,18 @@ class Discovery:
 
     # -- the topic lifecycle -------------------------------------------------------------
 
-    def _deleted(self, gone: set[str], positions: StartPositions, latest: Mapping[TP, int]) -> None:
+    def _deleted(self, gone: set[str], positions: StartPositions, seen: _Seen) -> None:
         """Step 3: selected topics that no longer exist. Records below the last end seen and
         not committed were deleted with the topic before they were replicated."""
         for topic in sorted(gone):
-            parts = range(self.selected[topic].partitions)
-            behind = {
-                p: (positions.starts.get((topic, p), 0), latest[(topic, p)])
-                for p in parts
-                if latest.get((topic, p), 0) > positions.starts.get((topic, p), 0)
-            }
-            lost = [f"{topic}[{p}]@{a}..{b - 1}" for p, (a, b) in behind.items()]
-            what = f"records {', '.join(lost)} were deleted with it before they were replicated"
-            if lost and self.cfg.error_handling.on_source_records_lost != "continue":
-                raise ReplicationError(
-                    f"source topic {topic!r} was deleted and {what}; restart the pipeline to go "
-                    "on without them (or set errorHandling.onSourceRecordsLost: continue)"
-                )
-            for p, (a, b) in behind.items():
-                if self.on_records_lost is not None:
-                    self.on_records_lost(topic, p, b - a)
+            info = self.selected.pop(topic)  # noticed once, also when a later step fails
+            lost = seen.unreplicated(topic, range(info.partitions), positions)
+            self._records_lost(topic, lost, "was deleted")
             log.warning(
-                "source topic %s was deleted%s; it is no longer replicated (its target topic "
+                "source topic %s was deleted; it is no longer replicated (its target topic "
                 "and committed progress are kept; a topic created again under this name is "
                 "replicated from its start)",
                 topic,
-                f" and {what}" if lost else "",
             )
             self._routes.pop(topic, None)  # a topic created again is new: check its target
             self._plans.pop(topic, None)
@@ -252,25 +265,69 @@ class Discovery:
         self.target_ids = {t: i for t, i in self.target_ids.items() if t in routed}
 
     def _recreated(
-        self, selected: Mapping[str, TopicInfo], ids: Mapping[str, str], positions: StartPositions
-    ) -> set[str]:
-        """Step 3: selected topics whose id differs from the one their positions belong to
-        (deleted and created again, while running or while the pipeline was stopped)."""
-        recreated = set()
+        self,
+        selected: Mapping[str, TopicInfo],
+        ids: Mapping[str, str],
+        positions: StartPositions,
+        committed: Mapping[TP, int],
+    ) -> dict[str, list[int]]:
+        """Step 3: per selected topic, the partitions whose position belongs to another
+        topic id (the topic was deleted and created again, while running or while the
+        pipeline was stopped). Changes nothing: the ids are recorded once the pass is done.
+        Records of the old topic not yet replicated were deleted with it."""
+        recreated: dict[str, list[int]] = {}
         for topic, info in selected.items():
-            tps = [(topic, p) for p in range(info.partitions)]
-            before = {positions.topic_ids[tp] for tp in tps if tp in positions.topic_ids}
-            if before - {ids[topic]}:
-                recreated.add(topic)
-                log.warning(
-                    "source topic %s was deleted and created again (topic id %s, was %s): "
-                    "replicating the new topic from its earliest offsets",
-                    topic,
-                    ids[topic],
-                    ", ".join(sorted(before - {ids[topic]})),
-                )
-            positions.topic_ids.update(dict.fromkeys(tps, ids[topic]))
+            if not ids[topic]:
+                continue  # a cluster without topic ids
+            old = {
+                p: positions.topic_ids[(topic, p)]
+                for p in range(info.partitions)
+                if positions.topic_ids.get((topic, p), ids[topic]) != ids[topic]
+            }
+            if not old:
+                continue
+            recreated[topic] = sorted(old)
+            # Only ends seen under the old id count (the live display's may be the new one's).
+            ends = {
+                tp: end
+                for tp, (topic_id, end) in self._ends_seen.items()
+                if tp[0] == topic and old.get(tp[1]) == topic_id
+            }
+            lost = _Seen(ends, committed).unreplicated(topic, old, positions)
+            self._records_lost(topic, lost, "was re-created")
+            log.warning(
+                "source topic %s was deleted and created again (topic id %s; the progress of "
+                "partitions %s was written for %s): replicating them from their earliest "
+                "offsets",
+                topic,
+                ids[topic],
+                ", ".join(map(str, sorted(old))),
+                ", ".join(sorted(set(old.values()))),
+            )
         return recreated
+
+    def _records_lost(self, topic: str, lost: dict[int, tuple[int, int]], how: str) -> None:
+        """Apply ``errorHandling.onSourceRecordsLost`` to records deleted with ``topic``
+        before they were replicated (partition -> first, end)."""
+        if not lost:
+            return
+        ranges = ", ".join(f"{topic}[{p}]@{a}..{b - 1}" for p, (a, b) in sorted(lost.items()))
+        what = f"records {ranges} were deleted with it before they were replicated"
+        if self.cfg.error_handling.on_source_records_lost != "continue":
+            listed = not isinstance(self.cfg.replication.source.topic, str)
+            on = (
+                "remove it from replication.source.topic and restart the pipeline"
+                if listed and how == "was deleted"
+                else "restart the pipeline"
+            )
+            raise ReplicationError(
+                f"source topic {topic!r} {how} and {what}; {on} to go on without them (or "
+                "set errorHandling.onSourceRecordsLost: continue)"
+            )
+        log.warning("source topic %s %s and %s", topic, how, what)
+        if self.on_records_lost is not None:
+            for p, (a, b) in lost.items():
+                self.on_records_lost(topic, p, b - a)
 
     def _remember_target_ids(self, targets: set[str]) -> None:
         """The ids of target topics just created or checked, to notice their deletion."""
@@ -321,20 +378,47 @@ class Discovery:
         self.target.wait_for_topic(target)
 
     def _resolve_starts(
-        self, selected: Mapping[str, TopicInfo], positions: StartPositions, recreated: set[str]
+        self,
+        selected: Mapping[str, TopicInfo],
+        positions: StartPositions,
+        recreated: Mapping[str, list[int]],
     ) -> None:
         """Step 5: a start offset for each partition without one: ``auto.offset.reset``
         (earliest unless it says latest) for topics new to this run, the earliest offset for
         partitions added to a topic already replicated and for re-created topics."""
-        again = [(t, p) for t in sorted(recreated) for p in range(selected[t].partitions)]
+        again = [(t, p) for t, parts in sorted(recreated.items()) for p in parts]
         if again:
             positions.restart(self.source.offsets(again, "earliest"))
         missing = positions.missing(
             (t, p) for t, info in selected.items() for p in range(info.partitions)
         )
-        grown = [tp for tp in missing if tp[0] in self.selected]
-        fresh = [tp for tp in missing if tp[0] not in self.selected]
+        replicated = {t for t in selected if t in self.selected} | {
+            t for t, _ in positions.has_progress if t in selected
+        }
+        grown = [tp for tp in missing if tp[0] in replicated]
+        fresh = [tp for tp in missing if tp[0] not in replicated]
         if grown:
             positions.add_initial(self.source.offsets(grown, "earliest"))
         if fresh:
             positions.add_initial(self.source.offsets(fresh, self.cfg.start_offset_kind()))
+
+
+class _Seen:
+    """What the planner saw last of partitions that may vanish: the source end offsets and
+    every member's committed progress."""
+
+    def __init__(self, latest: Mapping[TP, int], committed: Mapping[TP, int]) -> None:
+        self.latest, self.committed = latest, committed
+
+    def unreplicated(
+        self, topic: str, partitions: Iterable[int], positions: StartPositions
+    ) -> dict[int, tuple[int, int]]:
+        """Per partition, the records below the last end seen that no member committed
+        (first, end); partitions with none are left out."""
+        out = {}
+        for p in partitions:
+            tp = (topic, p)
+            done = max(positions.starts.get(tp, 0), self.committed.get(tp, 0))
+            if self.latest.get(tp, 0) > done:
+                out[p] = (done, self.latest[tp])
+        return out

@@ -261,8 +261,18 @@ class Planner:
         return self.spark
 
     def _discover(self) -> None:
-        topics = self.discovery.discover(self.positions, self.stats.ends, self.stats.latest)
+        ends = self.stats.ends
+        topics = self.discovery.discover(
+            self.positions, ends, self.stats.latest, self.stats.committed
+        )
         self.stats.topics = len(topics)
+        if ends is not None:
+            # --until-caught-up: a deleted topic has no end to reach; a re-created one's is
+            # the new topic's.
+            kept = {tp: end for tp, end in ends.items() if tp[0] in topics}
+            again = [tp for tp in kept if tp[0] in self.discovery.recreated]
+            kept.update(self.discovery.source.offsets(again, "latest"))
+            self.stats.ends = kept
 
     # -- leases --------------------------------------------------------------------------
 
@@ -322,6 +332,11 @@ class Planner:
         failed = [s for s in summaries if s.error]
         if failed:
             self._check_targets_after_failure()
+            if self.discovery.sources_changed():
+                log.info(
+                    "lease %d failed while source topics changed; planning again", spec.lease_id
+                )
+                return
             # Only outages are waited out: failures that say a cluster did not answer, or
             # any failure while a cluster does not answer the probes. Others end the run.
             outage = all(s.error_class == Unavailable.__name__ for s in failed)
@@ -348,6 +363,7 @@ class Planner:
             [(r.topic, r.partition) for r in ranges], "latest"
         )
         latest = self.stats.latest
+        self.discovery.saw_ends(latest)
 
         def weight(r: PartitionRange) -> int:
             end = r.end if r.end is not None else latest.get((r.topic, r.partition), r.start)
