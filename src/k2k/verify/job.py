@@ -164,7 +164,7 @@ class VerifyReport:
         where = ", ".join(f"{r.topic}[{r.partition}]" for r in bad[:5])
         more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
         return (
-            f"{head}: {len(bad)} partition{'s' * (len(bad) != 1)} differ "
+            f"{head}: {len(bad)} partition{'s differ' if len(bad) != 1 else ' differs'} "
             f"({diffs} difference{'s' * (diffs != 1)}: {where}{more}){extra}"
         )
 
