@@ -272,6 +272,17 @@ def status(files: Sequence[str], as_json: bool) -> None:
     help="Compare whole source topics up to their end, not only up to the committed "
     "progress (after the pipeline has stopped and caught up).",
 )
+@click.option(
+    "--from-timestamp",
+    metavar="MS|ISO8601",
+    help="Start each partition's range at its first record at or after this time.",
+)
+@click.option(
+    "--sample",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Compare only the last N offsets of each partition's range (a quick check).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document (for scripts).")
 @click.option(
     "-v",
@@ -281,7 +292,13 @@ def status(files: Sequence[str], as_json: bool) -> None:
 )
 @one_line_errors
 def verify(
-    files: Sequence[str], topics: Sequence[str], whole_topics: bool, as_json: bool, verbose: int
+    files: Sequence[str],
+    topics: Sequence[str],
+    whole_topics: bool,
+    from_timestamp: str | None,
+    sample: int | None,
+    as_json: bool,
+    verbose: int,
 ) -> None:
     """Compare the source with the target record for record, as a Spark job.
 
@@ -292,13 +309,23 @@ def verify(
     differences. Exit 0 when everything matches, 1 otherwise. Never writes to either
     cluster. See docs/operations.md.
     """
+    from k2k.admin.offsets import parse_timestamp
     from k2k.config import load_pipeline
     from k2k.errors import VerifyMismatch
     from k2k.verify import run_verify
 
     _setup_logging(verbose, quiet=logging.INFO)
+    from_ms = (
+        None if from_timestamp is None else parse_timestamp(from_timestamp, "--from-timestamp")
+    )
     cfg = load_pipeline(list(files))
-    report = run_verify(cfg, list(topics), whole_topics=whole_topics)
+    report = run_verify(
+        cfg,
+        list(topics),
+        whole_topics=whole_topics,
+        from_timestamp_ms=from_ms,
+        sample=sample,
+    )
     click.echo(json.dumps(report.to_json(), indent=2) if as_json else report.render())
     if not report.ok:
         raise VerifyMismatch(report.summary())

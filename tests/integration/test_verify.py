@@ -123,19 +123,22 @@ def replicated(clusters, spark, tmp_path_factory):
     return t, doc
 
 
+def corrupt_it(parts: dict[int, list[Rec]]) -> None:
+    """The corruptions the tests look for (the ``replicated`` topic: 30 records each in
+    partitions 0 and 1, target offsets = source offsets)."""
+    p0, p1 = parts[0], parts[1]
+    p0[5] = p0[5]._replace(value=b"CHANGED")  # source @5 -> target @5
+    del p0[12]  # source @12 missing; later target offsets are one less
+    p0[19], p0[20] = p0[20], p0[19]  # source @20, @21 at target @20, @19
+    p0[26] = p0[26]._replace(timestamp=p0[26].timestamp + 1)  # source @27 -> target @26
+    p1.insert(8, Rec.make(b"intruder", b"not from the source", [], BASE_TS))
+
+
 def test_changed_missing_reordered_and_extra_records_are_named_by_place(
     clusters, spark, tmp_path, topic_name, replicated
 ):
     t, doc = replicated
     corrupt = topic_name("corrupt")
-
-    def corrupt_it(parts: dict[int, list[Rec]]) -> None:
-        p0, p1 = parts[0], parts[1]
-        p0[5] = p0[5]._replace(value=b"CHANGED")  # source @5 -> target @5
-        del p0[12]  # source @12 missing; later target offsets are one less
-        p0[19], p0[20] = p0[20], p0[19]  # source @20, @21 at target @20, @19
-        p0[26] = p0[26]._replace(timestamp=p0[26].timestamp + 1)  # source @27 -> target @26
-        p1.insert(8, Rec.make(b"intruder", b"not from the source", [], BASE_TS))
 
     copy_topic(clusters.target, t, corrupt, corrupt_it)
 
@@ -154,6 +157,33 @@ def test_changed_missing_reordered_and_extra_records_are_named_by_place(
     assert f"missing: source {t}[0]@12 is not on the target" in text
     assert f"extra: target {corrupt}[1]@8 matches no source record" in text
     assert "2 partitions differ (5 differences" in report.summary()
+
+
+def test_a_range_from_a_timestamp_or_a_sample_names_only_the_places_inside_it(
+    clusters, spark, tmp_path, topic_name, replicated
+):
+    t, doc = replicated
+    corrupt = topic_name("corrupt")
+    copy_topic(clusters.target, t, corrupt, corrupt_it)
+    doc = routed_to(doc, t, corrupt)
+
+    # Records i >= 24: source offsets 12.. in both partitions (record i is in i % 2, @i // 2).
+    report = verify(spark, tmp_path, doc, from_timestamp_ms=BASE_TS + 24)
+
+    assert [(r.partition, r.start, r.until) for r in report.results] == [(0, 12, 30), (1, 12, 30)]
+    assert places(report, t, 0) == [
+        ("missing", (12,), None, (), ()),
+        ("reordered", (20, 21), 0, (19, 20), ()),
+        ("changed", (27,), 0, (26,), ("timestamp",)),
+    ]
+    assert places(report, t, 1) == []  # the intruder at target @8 is before the range
+    assert [r.before for r in report.results] == [12, 13]
+
+    report = verify(spark, tmp_path, doc, sample=5)
+
+    assert [(r.partition, r.start, r.until) for r in report.results] == [(0, 25, 30), (1, 25, 30)]
+    assert places(report, t, 0) == [("changed", (27,), 0, (26,), ("timestamp",))]
+    assert places(report, t, 1) == []
 
 
 def test_an_extra_record_produced_to_the_target_fails_the_cli_naming_it(

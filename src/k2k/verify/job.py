@@ -36,11 +36,18 @@ PROGRESS_INTERVAL_S = 5.0
 
 
 def plan_tasks(
-    cfg: PipelineConfig, topics: Sequence[str] = (), *, whole_topics: bool = False
+    cfg: PipelineConfig,
+    topics: Sequence[str] = (),
+    *,
+    whole_topics: bool = False,
+    from_timestamp_ms: int | None = None,
+    sample: int | None = None,
 ) -> list[PartitionTask]:
     """Runs on: driver. One task per partition of the selected source topics (``topics``
     narrows them; each must be one the pipeline replicates). The compared range is
-    [earliest, committed progress), or [earliest, end) with ``whole_topics``."""
+    [earliest, committed progress), or [earliest, end) with ``whole_topics``; it starts at
+    the first record at or after ``from_timestamp_ms`` when given, and covers at most the
+    last ``sample`` offsets of the range when given."""
     reader = PipelineReader(cfg)
     selected = reader.selected()
     unknown = [t for t in topics if t not in selected]
@@ -56,6 +63,7 @@ def plan_tasks(
     tps: list[TP] = [(t, p) for t, info in chosen.items() for p in range(info.partitions)]
     progress = {} if whole_topics else reader.progress()
     earliest = reader.offsets(tps, "earliest")
+    from_time = reader.offsets_for_time(tps, from_timestamp_ms) if from_timestamp_ms else {}
     latest = reader.offsets(tps, "latest")
     target_info = reader.target_topics()
     target_tps = [
@@ -82,12 +90,17 @@ def plan_tasks(
         end = latest[(t, p)]
         rec = progress.get((t, p))
         until = end if whole_topics else max(start, min(rec.offset, end)) if rec else start
+        if (t, p) in from_time:
+            start = min(max(start, from_time[(t, p)]), until)
+        if sample is not None:
+            start = max(start, until - sample)
         tasks.append(
             PartitionTask(
                 topic=t,
                 partition=p,
                 start=start,
                 until=until,
+                partial=start > earliest[(t, p)],
                 end=end,
                 target_topic=target,
                 target_ranges={
@@ -178,6 +191,8 @@ class VerifyReport:
                 notes.append(f"{r.duplicates} duplicates")
             if r.ahead:
                 notes.append(f"{r.ahead} ahead of committed")
+            if r.before:
+                notes.append(f"{r.before} before the range")
             if r.not_compared:
                 notes.append(f"{r.not_compared} null-key not compared")
             note = f" ({', '.join(notes)})" if notes else ""
@@ -247,11 +262,20 @@ def run_verify(
     topics: Sequence[str] = (),
     *,
     whole_topics: bool = False,
+    from_timestamp_ms: int | None = None,
+    sample: int | None = None,
     spark: SparkSession | None = None,
 ) -> VerifyReport:
-    """Runs on: driver. Plan, run the Spark job (on ``spark``, or a session of its own from
-    ``spark.master``/``spark.conf``, stopped at the end) and collect the report."""
-    tasks = plan_tasks(cfg, topics, whole_topics=whole_topics)
+    """Runs on: driver. Plan (see :func:`plan_tasks` for the range options), run the Spark
+    job (on ``spark``, or a session of its own from ``spark.master``/``spark.conf``, stopped
+    at the end) and collect the report."""
+    tasks = plan_tasks(
+        cfg,
+        topics,
+        whole_topics=whole_topics,
+        from_timestamp_ms=from_timestamp_ms,
+        sample=sample,
+    )
     if not tasks:
         return VerifyReport(cfg.name, [])
     log.info("verifying %d partition(s) of %d topic(s)", len(tasks), len({t.topic for t in tasks}))

@@ -43,6 +43,8 @@ __all__ = [
 
 #: Differences listed per source partition (all are counted).
 MAX_REPORTED = 10
+#: How many first source records of a partial range may start the target's part of it.
+TRIM_PROBE = 8
 #: Records per ``consume`` call.
 _BATCH = 5_000
 
@@ -73,6 +75,9 @@ class PartitionTask:
     start: int
     until: int
     end: int
+    #: The range starts after the source's earliest offset (``--from-timestamp``,
+    #: ``--sample``): target records of earlier source records are left out.
+    partial: bool
     target_topic: str
     #: Target partitions to read, each with its [earliest, end) offsets.
     target_ranges: dict[int, tuple[int, int]]
@@ -109,6 +114,8 @@ class PartitionResult:
     target_digest: str
     #: Per target partition read: (records read, records attributed to this partition).
     target_counts: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: Target records of source records before a partial range, left out.
+    before: int = 0
 
     @property
     def ok(self) -> bool:
@@ -126,6 +133,7 @@ class PartitionResult:
             "duplicates": self.duplicates,
             "ahead": self.ahead,
             "notCompared": self.not_compared,
+            "beforeRange": self.before,
             "sourceDigest": self.source_digest,
             "targetDigest": self.target_digest,
             "ok": self.ok,
@@ -233,6 +241,11 @@ def verify_partition(task: PartitionTask) -> PartitionResult:
     actual, null_keys, counts = _read_target(task, tracing, keys)
     # Step 3. Align lane by lane.
     lanes, skipped = _lanes(task, expected, keys, actual, null_keys, tracing.offset is not None)
+    before = 0
+    if task.partial:
+        trimmed = [_trim_before(e, a, task.start, tracing.offset is not None) for e, a in lanes]
+        lanes = [(e, a) for (e, _), (a, _) in zip(lanes, trimmed, strict=True)]
+        before = sum(n for _, n in trimmed)
     results = [
         align(
             e, a, sum(1 for f in e if f.offset < task.until), by_offset=tracing.offset is not None
@@ -240,7 +253,28 @@ def verify_partition(task: PartitionTask) -> PartitionResult:
         for e, a in lanes
     ]
     compared = sum(1 for f in expected if f.offset < task.until)
-    return _result(task, results, compared, skipped, counts)
+    return _result(task, results, compared, skipped, counts, before)
+
+
+def _trim_before(
+    expected: list[Fingerprint], actual: list[Fingerprint], start: int, by_offset: bool
+) -> tuple[list[Fingerprint], int]:
+    """A lane's target records without those of source records before ``start``, and how
+    many were left out. With the offset header that is exact. Without it the target lane
+    starts at its first record equal to one of the lane's first :data:`TRIM_PROBE` source
+    records (so a missing first record is still reported); all of it is left out when the
+    lane has no source record in the range, none when no such record is found (everything
+    before then shows as extra)."""
+    if by_offset:
+        kept = [f for f in actual if f.source_offset is None or f.source_offset >= start]
+        return kept, len(actual) - len(kept)
+    if not expected:
+        return [], len(actual)
+    firsts = {f.content for f in expected[:TRIM_PROBE]}
+    for k, f in enumerate(actual):
+        if f.content in firsts:
+            return actual[k:], k
+    return actual, 0
 
 
 def _read_source(task: PartitionTask) -> tuple[list[Fingerprint], list[bytes | None]]:
@@ -345,6 +379,7 @@ def _result(
     compared: int,
     not_compared: int,
     counts: dict[int, tuple[int, int]],
+    before: int,
 ) -> PartitionResult:
     diffs = sorted(
         (d for r in lanes for d in r.differences),
@@ -375,4 +410,5 @@ def _result(
         source_digest=src.hexdigest(),
         target_digest=dst.hexdigest(),
         target_counts=counts,
+        before=before,
     )
