@@ -27,7 +27,7 @@ from tests.integration.conftest import (
     write_pipeline,
 )
 from tests.integration.eos_util import mixed_workload
-from tests.kafkautil import Rec, create_topic, end_offsets, produce, read_all
+from tests.kafkautil import Rec, create_topic, end_offsets, list_topics, produce, read_all
 
 pytestmark = pytest.mark.integration
 
@@ -70,6 +70,20 @@ def places(report: VerifyReport, topic: str, partition: int) -> list[tuple[Any, 
     ]
 
 
+def written_state(clusters: Any, topics: list[str]) -> dict[str, Any]:
+    """What a write to either cluster would change: the topics (but ``__consumer_offsets``,
+    which a consumer's coordinator lookup may create), the end offsets of ``topics`` and
+    of the group-commit log."""
+    state: dict[str, Any] = {}
+    for side, bootstrap in (("source", clusters.source), ("target", clusters.target)):
+        names = list_topics(bootstrap)
+        state[f"{side} topics"] = names - {"__consumer_offsets"}
+        for name in [*topics, "__consumer_offsets"]:
+            if name in names:
+                state[f"{side} {name}"] = end_offsets(bootstrap, name, "read_uncommitted")
+    return state
+
+
 @pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
 def test_equal_data_with_transactions_and_renaming_matches(
     clusters, spark, tmp_path, topic_name, exactly_once
@@ -86,10 +100,12 @@ def test_equal_data_with_transactions_and_renaming_matches(
     )
     doc["replication"][1]["sink"]["topic"] = {"prefix": "dr."}
     run_until_caught_up(spark, tmp_path, doc)
+    before = written_state(clusters, [t, f"dr.{t}", f"__k2k_progress-{doc['name']}"])
 
     report = verify(spark, tmp_path, doc)
 
     assert report.ok, report.render()
+    assert written_state(clusters, [t, f"dr.{t}", f"__k2k_progress-{doc['name']}"]) == before
     ends = end_offsets(clusters.source, t)
     readable = counts["plain"] + counts["committed"]
     assert [(r.topic, r.partition, r.target_topic) for r in report.results] == [

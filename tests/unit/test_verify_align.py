@@ -96,3 +96,37 @@ def test_payload_previews_are_truncated():
     r = align(src, [], 1)
     (d,) = r.differences
     assert d.source_preview == {"key": "key", "value": "s" * 24 + "..."}
+
+
+def test_what_travels_to_and_from_a_verify_task_pickles():
+    """The driver ships a PartitionTask to each Spark task and gets a PartitionResult back."""
+    import pickle
+
+    from k2k.stages.headers import TracingHeaders
+    from k2k.verify.task import PartitionResult, PartitionTask
+
+    task = PartitionTask(
+        topic="orders",
+        partition=1,
+        start=0,
+        until=10,
+        end=12,
+        partial=False,
+        target_topic="dr.orders",
+        target_ranges={1: (0, 12)},
+        hash_partitions=0,
+        claims_unattributed=(1,),
+        tracing=TracingHeaders("k2k_topic", "k2k_partition", "k2k_offset", None, "dr"),
+        keep_headers=True,
+        keep_timestamp=True,
+        source_consumer={"bootstrap.servers": "s:9092", "sasl.password": "secret"},
+        target_consumer={"bootstrap.servers": "t:9092"},
+    )
+    r = align(SOURCE, target(V[:19]), 20)
+    result = PartitionResult(
+        "orders", 1, "dr.orders", 0, 10, 20, 19, r.matched, 0, 0, 0,
+        len(r.differences), tuple(r.differences), "a", "b", {1: (19, 19)},
+    )  # fmt: skip
+    assert pickle.loads(pickle.dumps(task)) == task
+    assert pickle.loads(pickle.dumps(result)) == result
+    assert "secret" not in repr(task)
