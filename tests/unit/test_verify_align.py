@@ -124,7 +124,7 @@ def test_what_travels_to_and_from_a_verify_task_pickles():
     )
     r = align(SOURCE, target(V[:19]), 20)
     result = PartitionResult(
-        "orders", 1, "dr.orders", 0, 10, 20, 19, r.matched, 0, 0, 0,
+        "orders", 1, "dr.orders", 0, 10, 12, 20, 19, r.matched, 0, 0, 0,
         len(r.differences), tuple(r.differences), "a", "b", {1: (19, 19)},
     )  # fmt: skip
     assert pickle.loads(pickle.dumps(task)) == task

@@ -63,7 +63,9 @@ def plan_tasks(
     tps: list[TP] = [(t, p) for t, info in chosen.items() for p in range(info.partitions)]
     progress = {} if whole_topics else reader.progress()
     earliest = reader.offsets(tps, "earliest")
-    from_time = reader.offsets_for_time(tps, from_timestamp_ms) if from_timestamp_ms else {}
+    from_time = (
+        reader.offsets_for_time(tps, from_timestamp_ms) if from_timestamp_ms is not None else {}
+    )
     latest = reader.offsets(tps, "latest")
     target_info = reader.target_topics()
     target_tps = [
@@ -167,6 +169,9 @@ class VerifyReport:
             f"{len({r.topic for r in self.results})} topic(s) compared"
         )
         extra = f", {dups} at-least-once duplicate{'s' * (dups != 1)} on the target" if dups else ""
+        beyond = sum(r.end - r.until for r in self.results)
+        if beyond:
+            extra += f"; {beyond} source offset(s) after the committed progress not compared"
         bad = self.failing()
         if self.unexplained:
             n_extra = sum(n for _, _, n in self.unexplained)
@@ -191,6 +196,8 @@ class VerifyReport:
                 notes.append(f"{r.duplicates} duplicates")
             if r.ahead:
                 notes.append(f"{r.ahead} ahead of committed")
+            if r.end > r.until:
+                notes.append(f"{r.end - r.until} offsets after committed progress not compared")
             if r.before:
                 notes.append(f"{r.before} before the range")
             if r.not_compared:

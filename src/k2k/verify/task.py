@@ -102,6 +102,8 @@ class PartitionResult:
     target_topic: str
     start: int
     until: int
+    #: The source's end offset when planned (offsets from ``until`` on were not compared).
+    end: int
     source_records: int
     target_records: int
     matched: int
@@ -127,6 +129,7 @@ class PartitionResult:
             "partition": self.partition,
             "targetTopic": self.target_topic,
             "sourceRange": [self.start, self.until],
+            "sourceEnd": self.end,
             "sourceRecords": self.source_records,
             "targetRecords": self.target_records,
             "matched": self.matched,
@@ -399,6 +402,7 @@ def _result(
         target_topic=task.target_topic,
         start=task.start,
         until=task.until,
+        end=task.end,
         source_records=compared,
         target_records=sum(r.actual for r in lanes),
         matched=sum(r.matched for r in lanes),
