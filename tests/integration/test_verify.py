@@ -323,6 +323,48 @@ def test_hash_partitioning_matches_and_names_a_changed_record(
     ]
 
 
+def test_offset_mappings_align_records_whose_keys_live_in_several_source_partitions(
+    clusters, spark, tmp_path, topic_name
+):
+    """``partition: hash`` without tracing headers: keys k0..k4 are in both source
+    partitions, so only the offset mappings tell which source record a target record is."""
+    t = topic_name("map")
+    create_topic(clusters.source, t, 2)
+    create_topic(clusters.target, t, 3)
+    produce(
+        clusters.source,
+        t,
+        [
+            (i % 2, None if i % 10 == 0 else b"k%d" % (i % 5), b"v%d" % i, [], BASE_TS + i)
+            for i in range(60)
+        ],
+    )
+    name = topic_name("pmap")
+    doc = pipeline_dict(
+        clusters,
+        name,
+        [t],
+        features={"offsetMapping": "enabled"},
+        offsetMapping={"topic": f"__k2k_maps-{name}"},
+    )
+    doc["replication"][1]["sink"]["partition"] = "hash"
+    run_until_caught_up(spark, tmp_path, doc)
+
+    report = verify(spark, tmp_path, doc)
+
+    assert report.ok, report.render()
+    assert [(r.matched, r.not_compared) for r in report.results] == [(30, 0), (30, 0)]
+
+    end = end_offsets(clusters.target, t)[2]
+    produce(clusters.target, t, [(2, b"k1", b"late", [], BASE_TS)])
+
+    report = verify(spark, tmp_path, doc)
+
+    assert not report.ok
+    found = {d for r in report.results for d in places(report, t, r.partition)}
+    assert found == {("extra", (), 2, (end,), ())}
+
+
 def test_a_bad_pipeline_file_or_topic_is_a_one_line_error(clusters, tmp_path, replicated):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nsource: [not, a, mapping]\n")

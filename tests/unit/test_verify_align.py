@@ -117,6 +117,7 @@ def test_what_travels_to_and_from_a_verify_task_pickles():
         hash_partitions=0,
         claims_unattributed=(1,),
         tracing=TracingHeaders("k2k_topic", "k2k_partition", "k2k_offset", None, "dr"),
+        mapped_runs={1: ((0, 5, 0), (5, 3, None))},
         keep_headers=True,
         keep_timestamp=True,
         source_consumer={"bootstrap.servers": "s:9092", "sasl.password": "secret"},

@@ -83,6 +83,11 @@ def plan_tasks(
     target_conf = reader_settings(cfg.target_client("consumer"), group)
     timeout_s = max(cfg.source.connect_timeout, cfg.target.connect_timeout).total_seconds()
     claims = _claims(chosen, routes, target_info, hashed)
+    mapped = (
+        _mapped_runs(cfg, reader, set(routes.values()), timeout_s)
+        if cfg.features.offset_mapping and not (tracing and (tracing.topic or tracing.partition))
+        else {}
+    )
     tasks = []
     for t, p in tps:
         target = routes[t]
@@ -113,6 +118,7 @@ def plan_tasks(
                     tp for tp in wanted if claims.get((target, tp)) == (t, p)
                 ),
                 tracing=tracing,
+                mapped_runs=_runs_for(mapped, t, p, target, wanted),
                 keep_headers=cfg.features.header_replication,
                 keep_timestamp=cfg.features.keep_record_creation_timestamp,
                 source_consumer=source_conf,
@@ -121,6 +127,70 @@ def plan_tasks(
             )
         )
     return tasks
+
+
+#: (target partition, target first offset, count, source topic, source partition, source
+#: first offset) of one exact offset-mapping run.
+Run = tuple[int, int, int, str, int, int]
+
+
+def _mapped_runs(
+    cfg: PipelineConfig, reader: PipelineReader, targets: set[str], timeout_s: float
+) -> dict[str, list[Run]]:
+    """Runs on: driver. Every exact run of the pipeline's offset mappings into ``targets``
+    (read committed, in the order written), per target topic; {} without a mapping topic.
+    Interleaved runs (another writer's records inside) are left out: their target offsets
+    do not follow the source's one to one."""
+    from k2k.formats.offset_mapping import OffsetMappingRecord
+    from k2k.kafka.tail import SyncTimeout, TopicTail
+
+    topic = cfg.offset_mapping.topic
+    if topic not in reader.target_topics():
+        return {}
+    out: dict[str, list[Run]] = {}
+
+    def take(m: Any) -> None:
+        rec = OffsetMappingRecord.decode(m.key(), m.value(), topic, m.partition(), m.offset())
+        if rec.pipeline == cfg.name and rec.target_topic in targets and rec.exact:
+            out.setdefault(rec.target_topic, []).append(
+                (
+                    rec.target_partition,
+                    rec.target_first,
+                    rec.count,
+                    rec.topic,
+                    rec.partition,
+                    rec.source_first,
+                )
+            )
+
+    tail = TopicTail(
+        cfg.target_client("consumer"),
+        topic,
+        None,
+        group_id=f"k2k.{cfg.name}.verify",
+        timeout_s=timeout_s,
+    )
+    try:
+        tail.catch_up(take)
+    except SyncTimeout as exc:
+        raise K2KError(f"{exc} (offsetMapping.topic)") from None
+    finally:
+        tail.close()
+    return out
+
+
+def _runs_for(
+    mapped: dict[str, list[Run]], topic: str, partition: int, target: str, wanted: Any
+) -> dict[int, tuple[tuple[int, int, int | None], ...]]:
+    """Per target partition the task reads: (target first, count, source first offset, or
+    None for another source partition's run), sorted by target offset."""
+    out: dict[int, list[tuple[int, int, int | None]]] = {}
+    parts = set(wanted)
+    for tp, first, count, t, p, source_first in mapped.get(target, []):
+        if tp in parts:
+            mine = (t, p) == (topic, partition)
+            out.setdefault(tp, []).append((first, count, source_first if mine else None))
+    return {tp: tuple(sorted(runs)) for tp, runs in out.items()}
 
 
 def _claims(

@@ -19,6 +19,7 @@ docs/operations.md#verifying-a-migration-k2k-verify for the limits):
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import time
 from collections.abc import Iterator, Mapping
@@ -86,6 +87,10 @@ class PartitionTask:
     #: Target partitions whose records no source partition explains are reported by this task.
     claims_unattributed: tuple[int, ...]
     tracing: TracingHeaders | None
+    #: With ``features.offsetMapping`` and no tracing headers naming the source: per target
+    #: partition read, the exact mapping runs there, sorted, as (target first offset, count,
+    #: source first offset, or None when the run is another source partition's).
+    mapped_runs: dict[int, tuple[tuple[int, int, int | None], ...]]
     keep_headers: bool
     keep_timestamp: bool
     source_consumer: dict[str, str] = field(repr=False)
@@ -242,21 +247,54 @@ def verify_partition(task: PartitionTask) -> PartitionResult:
     # Step 2. The target records attributed to this source partition, per target partition.
     tracing = _Tracing(task.tracing)
     actual, null_keys, counts = _read_target(task, tracing, keys)
+    by_offset = tracing.offset is not None or bool(task.mapped_runs)
     # Step 3. Align lane by lane.
-    lanes, skipped = _lanes(task, expected, keys, actual, null_keys, tracing.offset is not None)
+    lanes, skipped = _lanes(task, expected, keys, actual, null_keys, by_offset)
+    if task.mapped_runs and tracing.offset is None:
+        lanes = [(e, _infer_offsets(e, a)) for e, a in lanes]
     before = 0
     if task.partial:
-        trimmed = [_trim_before(e, a, task.start, tracing.offset is not None) for e, a in lanes]
+        trimmed = [_trim_before(e, a, task.start, by_offset) for e, a in lanes]
         lanes = [(e, a) for (e, _), (a, _) in zip(lanes, trimmed, strict=True)]
         before = sum(n for _, n in trimmed)
     results = [
-        align(
-            e, a, sum(1 for f in e if f.offset < task.until), by_offset=tracing.offset is not None
-        )
+        align(e, a, sum(1 for f in e if f.offset < task.until), by_offset=by_offset)
         for e, a in lanes
     ]
     compared = sum(1 for f in expected if f.offset < task.until)
     return _result(task, results, compared, skipped, counts, before)
+
+
+def _mapped(runs: tuple[tuple[int, int, int | None], ...], offset: int) -> tuple[bool, int | None]:
+    """Whether a target offset lies in a mapping run, and the source offset it maps to
+    (None for another source partition's run). Runs hold distinct target offsets (one
+    record each), so the only candidate is the last run starting at or before ``offset``."""
+    k = bisect.bisect_right(runs, (offset, 1 << 62, 1 << 62)) - 1
+    if k < 0:
+        return False, None
+    first, count, source_first = runs[k]
+    if offset >= first + count:
+        return False, None
+    return True, None if source_first is None else source_first + offset - first
+
+
+def _infer_offsets(expected: list[Fingerprint], actual: list[Fingerprint]) -> list[Fingerprint]:
+    """With offset mappings, target records no run covers (written after the last one, or
+    by someone else) get the source offset of the next source record of equal content after
+    the one before them, or of the last such record before (a replay); none without one."""
+    by_content: dict[tuple[bytes, bytes, bytes, int], list[int]] = {}
+    for f in expected:
+        by_content.setdefault(f.content, []).append(f.offset)
+    out = []
+    last = -1
+    for f in actual:
+        if f.source_offset is None and (found := by_content.get(f.content)):
+            k = bisect.bisect_right(found, last)
+            f = f._replace(source_offset=found[k] if k < len(found) else found[-1])
+        if f.source_offset is not None:
+            last = f.source_offset
+        out.append(f)
+    return out
 
 
 def _trim_before(
@@ -319,6 +357,7 @@ def _read_target(
     for tp, (first, last) in sorted(task.target_ranges.items()):
         lane = actual.setdefault(tp, [])
         claims = tp in task.claims_unattributed
+        runs = task.mapped_runs.get(tp, ())
         seen = taken = 0
         for m in read_range(
             task.target_consumer, "target", task.target_topic, tp, first, last, task.timeout_s
@@ -327,7 +366,13 @@ def _read_target(
             headers: Any = list(m.headers() or [])
             own, traced = tracing.split(headers)
             key = m.key()
-            if traced is not None and by_trace:
+            source_offset = tracing.source_offset(traced)
+            in_run, from_run = _mapped(runs, m.offset() or 0) if runs else (False, None)
+            if in_run:
+                if from_run is None:
+                    continue  # another source partition's run
+                source_offset = from_run
+            elif traced is not None and by_trace:
                 if not tracing.names_source(traced, task.topic, task.partition):
                     continue
             elif by_key:
@@ -339,7 +384,6 @@ def _read_target(
             elif not claims:
                 continue
             taken += 1
-            source_offset = tracing.source_offset(traced)
             ts = m.timestamp()[1] if task.keep_timestamp else 0
             fp = fingerprint(tp, m.offset() or 0, source_offset, key, m.value(), own, ts)
             (null_keys if hashed and key is None else lane).append(fp)
