@@ -48,6 +48,12 @@ RESYNC_CONFIRM = 2
 
 Content = tuple[bytes, bytes, bytes, int]
 
+_blake2b = hashlib.blake2b
+#: The digest of a null key or value (no blake2b digest is all zeros in practice).
+_NULL = b"\x00" * 8
+#: The digest of an empty header list (most records): computed once.
+_NO_HEADERS = hashlib.blake2b(digest_size=8, person=b"k2k-headers").digest()
+
 
 def field_digest(data: bytes | None) -> bytes:
     """An 8-byte digest of a key or value; None (a null key, a tombstone) differs from b"".
@@ -56,8 +62,8 @@ def field_digest(data: bytes | None) -> bytes:
     False
     """
     if data is None:
-        return b"\x00" * 8
-    return hashlib.blake2b(data, digest_size=8, person=b"k2k-field").digest()
+        return _NULL
+    return _blake2b(data, digest_size=8).digest()
 
 
 def headers_digest(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
@@ -66,7 +72,9 @@ def headers_digest(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
     >>> headers_digest([("a", b"1"), ("b", b"2")]) == headers_digest([("b", b"2"), ("a", b"1")])
     False
     """
-    h = hashlib.blake2b(digest_size=8, person=b"k2k-headers")
+    if not headers:
+        return _NO_HEADERS
+    h = _blake2b(digest_size=8, person=b"k2k-headers")
     for name, value in headers:
         n = name.encode()
         h.update(len(n).to_bytes(4, "big") + n)
@@ -86,19 +94,13 @@ class Fingerprint(NamedTuple):
     partition: int
     offset: int
     source_offset: int | None
-    key: bytes
-    value: bytes
-    headers: bytes
-    timestamp: int
+    #: Digests of key, value and headers (8 bytes each) and the timestamp.
+    content: Content
     key_preview: bytes | None
     value_preview: bytes | None
 
-    @property
-    def content(self) -> Content:
-        return (self.key, self.value, self.headers, self.timestamp)
-
     def identity(self, by_offset: bool) -> tuple[Any, ...]:
-        return (self.source_offset, *self.content) if by_offset else self.content
+        return (self.source_offset, self.content) if by_offset else self.content
 
 
 def fingerprint(
@@ -115,10 +117,7 @@ def fingerprint(
         partition,
         offset,
         source_offset,
-        field_digest(key),
-        field_digest(value),
-        headers_digest(headers),
-        timestamp,
+        (field_digest(key), field_digest(value), headers_digest(headers), timestamp),
         None if key is None else key[:PREVIEW_BYTES],
         None if value is None else value[:PREVIEW_BYTES],
     )
@@ -224,7 +223,8 @@ def align(
 def _digest_of(records: Sequence[Fingerprint]) -> bytes:
     h = hashlib.blake2b(digest_size=16)
     for f in records:
-        h.update(b"".join(f.content[:3]) + f.timestamp.to_bytes(8, "big", signed=True))
+        key, value, headers, ts = f.content
+        h.update(key + value + headers + ts.to_bytes(8, "big", signed=True))
     return h.digest()
 
 
