@@ -12,6 +12,7 @@ prints one line and exits non-zero (see ``k2k.cli``). Anything else reaching the
     │   └── Unavailable        a cluster did not answer in time: transient, waited out
     ├── ReplicationError       a record or batch could not be replicated (carries a locator)
     ├── ControlRecordError     a control-topic record cannot be decoded
+    ├── VerifyMismatch         ``k2k verify`` found the target differing from the source
     └── LocalClusterError      the embedded Kafka installation or brokers misbehave
 """
 
@@ -27,6 +28,7 @@ __all__ = [
     "ReplicationError",
     "TopicError",
     "Unavailable",
+    "VerifyMismatch",
 ]
 
 
@@ -75,6 +77,14 @@ class ControlRecordError(K2KError):
     """Raised when a control-topic record cannot be decoded (corrupt or unknown version).
 
     The message names the control topic, partition and offset of the bad record.
+    """
+
+
+class VerifyMismatch(K2KError):
+    """Raised by ``k2k verify`` when the target does not hold what the source holds; the
+    message is the one-line summary (the report itself names each place).
+
+    Operator action: read the report; do not cut over until it matches.
     """
 
 

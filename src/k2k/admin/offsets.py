@@ -206,8 +206,9 @@ def destination(
     return Destination("earliest" if earliest else "latest")
 
 
-def parse_timestamp(text: str) -> int:
-    """Milliseconds since the epoch, or an ISO 8601 time (UTC unless it names an offset).
+def parse_timestamp(text: str, flag: str = "--to-timestamp") -> int:
+    """Milliseconds since the epoch, or an ISO 8601 time (UTC unless it names an offset);
+    errors name ``flag``.
 
     >>> parse_timestamp("1700000000000"), parse_timestamp("2023-11-14T22:13:20Z")
     (1700000000000, 1700000000000)
@@ -219,7 +220,7 @@ def parse_timestamp(text: str) -> int:
             when = datetime.fromisoformat(text)
         except ValueError:
             raise OffsetInputError(
-                f"--to-timestamp {text!r}: expected milliseconds since the epoch or an ISO "
+                f"{flag} {text!r}: expected milliseconds since the epoch or an ISO "
                 "8601 time such as 2024-05-01T12:00:00Z"
             ) from None
         if when.tzinfo is None:
@@ -228,7 +229,7 @@ def parse_timestamp(text: str) -> int:
     # Negative values are Kafka's LATEST/EARLIEST markers, not times.
     if not 0 <= ms < 2**63:
         raise OffsetInputError(
-            f"--to-timestamp {text!r}: {'before 1970' if ms < 0 else 'too large'}; expected "
+            f"{flag} {text!r}: {'before 1970' if ms < 0 else 'too large'}; expected "
             "a time from 1970-01-01T00:00:00Z on"
         )
     return ms

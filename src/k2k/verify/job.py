@@ -1,0 +1,420 @@
+"""``k2k verify``: plan one task per selected source partition, run them as one Spark job,
+and report.
+
+Runs on: driver, once per ``k2k verify``. The driver reads the pipeline's committed
+progress and the offsets of both clusters (nothing is written), builds one
+:class:`~k2k.verify.task.PartitionTask` per selected source partition, and runs
+``sc.parallelize(tasks, len(tasks)).map(verify_partition)``; each task returns a small
+:class:`~k2k.verify.task.PartitionResult`, and the driver alone decides the outcome.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from k2k.admin.reader import TP, PipelineReader
+from k2k.config import PipelineConfig
+from k2k.errors import ConfigError, K2KError
+from k2k.pipeline.spark import spark_error_line, start_spark
+from k2k.stages.topicplan import tracing_headers
+from k2k.verify.align import Difference
+from k2k.verify.task import PartitionResult, PartitionTask, reader_settings, verify_partition
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["VerifyReport", "plan_tasks", "run_verify"]
+
+log = logging.getLogger("k2k.verify")
+
+#: How often the driver logs how many partitions are done.
+PROGRESS_INTERVAL_S = 5.0
+
+
+def plan_tasks(
+    cfg: PipelineConfig,
+    topics: Sequence[str] = (),
+    *,
+    whole_topics: bool = False,
+    from_timestamp_ms: int | None = None,
+    sample: int | None = None,
+) -> list[PartitionTask]:
+    """Runs on: driver. One task per partition of the selected source topics (``topics``
+    narrows them; each must be one the pipeline replicates). The compared range is
+    [earliest, committed progress), or [earliest, end) with ``whole_topics``; it starts at
+    the first record at or after ``from_timestamp_ms`` when given, and covers at most the
+    last ``sample`` offsets of the range when given."""
+    reader = PipelineReader(cfg)
+    selected = reader.selected()
+    unknown = [t for t in topics if t not in selected]
+    if unknown:
+        known = ", ".join(selected) or "none"
+        raise ConfigError(
+            f"--topic {unknown[0]!r}: not a source topic this pipeline replicates "
+            f"(replicated now: {known})"
+        )
+    chosen = {t: selected[t] for t in (topics or selected)}
+    router = cfg.replication.sink.topic
+    routes = {t: router.route(t) or t for t in chosen}
+    tps: list[TP] = [(t, p) for t, info in chosen.items() for p in range(info.partitions)]
+    progress = {} if whole_topics else reader.progress()
+    earliest = reader.offsets(tps, "earliest")
+    from_time = (
+        reader.offsets_for_time(tps, from_timestamp_ms) if from_timestamp_ms is not None else {}
+    )
+    latest = reader.offsets(tps, "latest")
+    target_info = reader.target_topics()
+    target_tps = [
+        (target, p)
+        for target in sorted(set(routes.values()))
+        if target in target_info
+        for p in range(target_info[target].partitions)
+    ]
+    t_earliest = reader.target.offsets(target_tps, "earliest")
+    t_latest = reader.target.offsets(target_tps, "latest")
+    hashed = cfg.replication.sink.partition == "hash"
+    tracing = tracing_headers(cfg)
+    group = f"k2k.{cfg.name}.verify"
+    source_conf = reader_settings(cfg.source_client("consumer"), group)
+    target_conf = reader_settings(cfg.target_client("consumer"), group)
+    timeout_s = max(cfg.source.connect_timeout, cfg.target.connect_timeout).total_seconds()
+    claims = _claims(chosen, routes, target_info, hashed)
+    mapped = (
+        _mapped_runs(cfg, reader, set(routes.values()), timeout_s)
+        if cfg.features.offset_mapping and not (tracing and (tracing.topic or tracing.partition))
+        else {}
+    )
+    tasks = []
+    for t, p in tps:
+        target = routes[t]
+        n = target_info[target].partitions if target in target_info else 0
+        wanted = range(n) if hashed else [p] if p < n else []
+        start = earliest[(t, p)]
+        end = latest[(t, p)]
+        rec = progress.get((t, p))
+        until = end if whole_topics else max(start, min(rec.offset, end)) if rec else start
+        if (t, p) in from_time:
+            start = min(max(start, from_time[(t, p)]), until)
+        if sample is not None:
+            start = max(start, until - sample)
+        tasks.append(
+            PartitionTask(
+                topic=t,
+                partition=p,
+                start=start,
+                until=until,
+                partial=start > earliest[(t, p)],
+                end=end,
+                target_topic=target,
+                target_ranges={
+                    tp: (t_earliest[(target, tp)], t_latest[(target, tp)]) for tp in wanted
+                },
+                hash_partitions=n if hashed else 0,
+                claims_unattributed=tuple(
+                    tp for tp in wanted if claims.get((target, tp)) == (t, p)
+                ),
+                tracing=tracing,
+                mapped_runs=_runs_for(mapped, t, p, target, wanted),
+                keep_headers=cfg.features.header_replication,
+                keep_timestamp=cfg.features.keep_record_creation_timestamp,
+                source_consumer=source_conf,
+                target_consumer=target_conf,
+                timeout_s=timeout_s,
+            )
+        )
+    return tasks
+
+
+#: (target partition, target first offset, count, source topic, source partition, source
+#: first offset) of one exact offset-mapping run.
+Run = tuple[int, int, int, str, int, int]
+
+
+def _mapped_runs(
+    cfg: PipelineConfig, reader: PipelineReader, targets: set[str], timeout_s: float
+) -> dict[str, list[Run]]:
+    """Runs on: driver. Every exact run of the pipeline's offset mappings into ``targets``
+    (read committed, in the order written), per target topic; {} without a mapping topic.
+    Interleaved runs (another writer's records inside) are left out: their target offsets
+    do not follow the source's one to one."""
+    from k2k.formats.offset_mapping import OffsetMappingRecord
+    from k2k.kafka.tail import SyncTimeout, TopicTail
+
+    topic = cfg.offset_mapping.topic
+    if topic not in reader.target_topics():
+        return {}
+    out: dict[str, list[Run]] = {}
+
+    def take(m: Any) -> None:
+        rec = OffsetMappingRecord.decode(m.key(), m.value(), topic, m.partition(), m.offset())
+        if rec.pipeline == cfg.name and rec.target_topic in targets and rec.exact:
+            out.setdefault(rec.target_topic, []).append(
+                (
+                    rec.target_partition,
+                    rec.target_first,
+                    rec.count,
+                    rec.topic,
+                    rec.partition,
+                    rec.source_first,
+                )
+            )
+
+    tail = TopicTail(
+        cfg.target_client("consumer"),
+        topic,
+        None,
+        group_id=f"k2k.{cfg.name}.verify",
+        timeout_s=timeout_s,
+    )
+    try:
+        tail.catch_up(take)
+    except SyncTimeout as exc:
+        raise K2KError(f"{exc} (offsetMapping.topic)") from None
+    finally:
+        tail.close()
+    return out
+
+
+def _runs_for(
+    mapped: dict[str, list[Run]], topic: str, partition: int, target: str, wanted: Any
+) -> dict[int, tuple[tuple[int, int, int | None], ...]]:
+    """Per target partition the task reads: (target first, count, source first offset, or
+    None for another source partition's run), sorted by target offset."""
+    out: dict[int, list[tuple[int, int, int | None]]] = {}
+    parts = set(wanted)
+    for tp, first, count, t, p, source_first in mapped.get(target, []):
+        if tp in parts:
+            mine = (t, p) == (topic, partition)
+            out.setdefault(tp, []).append((first, count, source_first if mine else None))
+    return {tp: tuple(sorted(runs)) for tp, runs in out.items()}
+
+
+def _claims(
+    chosen: dict[str, Any], routes: dict[str, str], target_info: dict[str, Any], hashed: bool
+) -> dict[TP, TP]:
+    """Which task reports the target records no source partition explains: per target
+    partition, the first (by name) source topic routed there, its partition of the same
+    number (``source``) or that number modulo its partitions (``hash``)."""
+    out: dict[TP, TP] = {}
+    for t in sorted(chosen):
+        target = routes[t]
+        if target not in target_info:
+            continue
+        parts = chosen[t].partitions
+        for tp in range(target_info[target].partitions):
+            p = tp % parts if hashed else tp
+            if p < parts:
+                out.setdefault((target, tp), (t, p))
+    return out
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """The outcome of one ``k2k verify``."""
+
+    pipeline: str
+    results: list[PartitionResult]
+    #: (target topic, target partition, records): target records no verified source
+    #: partition holds the key of (``partition: hash`` without tracing headers only).
+    unexplained: list[tuple[str, int, int]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.results) and not self.unexplained
+
+    def failing(self) -> list[PartitionResult]:
+        return [r for r in self.results if not r.ok]
+
+    def summary(self) -> str:
+        """One line: what was compared and whether it matched."""
+        n = len(self.results)
+        records = sum(r.source_records for r in self.results)
+        dups = sum(r.duplicates for r in self.results)
+        head = (
+            f"{self.pipeline}: {records} source records in {n} partition{'s' * (n != 1)} of "
+            f"{len({r.topic for r in self.results})} topic(s) compared"
+        )
+        extra = f", {dups} at-least-once duplicate{'s' * (dups != 1)} on the target" if dups else ""
+        beyond = sum(r.end - r.until for r in self.results)
+        if beyond:
+            extra += f"; {beyond} source offset(s) after the committed progress not compared"
+        bad = self.failing()
+        if self.unexplained:
+            n_extra = sum(n for _, _, n in self.unexplained)
+            extra += f"; {n_extra} target record(s) whose key no source partition holds"
+        if not bad:
+            return f"{head}: {'all match' if self.ok else 'differ'}{extra}"
+        diffs = sum(r.difference_count for r in bad)
+        where = ", ".join(f"{r.topic}[{r.partition}]" for r in bad[:5])
+        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+        return (
+            f"{head}: {len(bad)} partition{'s differ' if len(bad) != 1 else ' differs'} "
+            f"({diffs} difference{'s' * (diffs != 1)}: {where}{more}){extra}"
+        )
+
+    def render(self) -> str:
+        """The human-readable report: one line per partition, then its first differences."""
+        lines = []
+        for r in self.results:
+            state = "ok" if r.ok else f"DIFFERS ({r.difference_count})"
+            notes = []
+            if r.duplicates:
+                notes.append(f"{r.duplicates} duplicates")
+            if r.ahead:
+                notes.append(f"{r.ahead} ahead of committed")
+            if r.end > r.until:
+                notes.append(f"{r.end - r.until} offsets after committed progress not compared")
+            if r.before:
+                notes.append(f"{r.before} before the range")
+            if r.not_compared:
+                notes.append(f"{r.not_compared} null-key not compared")
+            note = f" ({', '.join(notes)})" if notes else ""
+            lines.append(
+                f"{r.topic}[{r.partition}] -> {r.target_topic}: source [{r.start}..{r.until}) "
+                f"{r.source_records} records, target {r.target_records}{note}: {state}"
+            )
+            for d in r.differences:
+                lines.append("    " + describe(r, d))
+            if r.difference_count > len(r.differences):
+                lines.append(f"    ... {r.difference_count - len(r.differences)} more")
+        for topic, tp, n in self.unexplained:
+            lines.append(f"{topic}[{tp}]: extra: {n} record(s) whose key no source partition holds")
+        lines.append(("match: " if self.ok else "MISMATCH: ") + self.summary())
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pipeline": self.pipeline,
+            "ok": self.ok,
+            "summary": self.summary(),
+            "sourceRecords": sum(r.source_records for r in self.results),
+            "duplicates": sum(r.duplicates for r in self.results),
+            "partitions": [r.to_json() for r in self.results],
+            "unexplained": [
+                {"targetTopic": t, "targetPartition": p, "records": n}
+                for t, p, n in self.unexplained
+            ],
+        }
+
+
+def _offsets(offsets: tuple[int, ...]) -> str:
+    if len(offsets) == 1:
+        return f"@{offsets[0]}"
+    return f"@{offsets[0]}..{offsets[-1]} ({len(offsets)} records)"
+
+
+def describe(r: PartitionResult, d: Difference) -> str:
+    """One difference as a line: the kind, both places, and previews."""
+    src = f"source {r.topic}[{r.partition}]{_offsets(d.source_offsets)}" if d.source_offsets else ""
+    dst = (
+        f"target {r.target_topic}[{d.target_partition}]{_offsets(d.target_offsets)}"
+        if d.target_offsets
+        else ""
+    )
+    fields = f" {'/'.join(d.fields)}" if d.fields and d.kind == "changed" else ""
+    what = {
+        "missing": f"missing: {src} is not on the target",
+        "extra": f"extra: {dst} matches no source record",
+        "reordered": f"reordered: {src} appear in another order at {dst}",
+        "changed": f"changed{fields}: {src} vs {dst}",
+    }.get(d.kind, f"{d.kind}: {src} {dst}")
+    if d.kind == "missing" and d.target_offsets:
+        what += f" (target holds {dst} there)"
+    if d.kind == "extra" and d.source_offsets:
+        what += f" (in place of {src})"
+    shown = []
+    if d.source_preview:
+        shown.append(f"source key={d.source_preview['key']} value={d.source_preview['value']}")
+    if d.target_preview:
+        shown.append(f"target key={d.target_preview['key']} value={d.target_preview['value']}")
+    return what + (f" [{'; '.join(shown)}]" if shown else "")
+
+
+def run_verify(
+    cfg: PipelineConfig,
+    topics: Sequence[str] = (),
+    *,
+    whole_topics: bool = False,
+    from_timestamp_ms: int | None = None,
+    sample: int | None = None,
+    spark: SparkSession | None = None,
+) -> VerifyReport:
+    """Runs on: driver. Plan (see :func:`plan_tasks` for the range options), run the Spark
+    job (on ``spark``, or a session of its own from ``spark.master``/``spark.conf``, stopped
+    at the end) and collect the report."""
+    tasks = plan_tasks(
+        cfg,
+        topics,
+        whole_topics=whole_topics,
+        from_timestamp_ms=from_timestamp_ms,
+        sample=sample,
+    )
+    if not tasks:
+        return VerifyReport(cfg.name, [])
+    log.info("verifying %d partition(s) of %d topic(s)", len(tasks), len({t.topic for t in tasks}))
+    own = spark is None
+    session = spark or start_spark(f"k2k-verify:{cfg.name}", cfg.spark.master, dict(cfg.spark.conf))
+    try:
+        results = _run_job(session, tasks)
+    finally:
+        if own:
+            session.stop()
+    results.sort(key=lambda r: (r.topic, r.partition))
+    by_key = cfg.replication.sink.partition == "hash" and not _traces_source(cfg)
+    return VerifyReport(cfg.name, results, _unexplained(results) if by_key else [])
+
+
+def _traces_source(cfg: PipelineConfig) -> bool:
+    """Whether replicated records name their source topic or partition in a header."""
+    tracing = tracing_headers(cfg)
+    return tracing is not None and bool(tracing.topic or tracing.partition)
+
+
+def _unexplained(results: list[PartitionResult]) -> list[tuple[str, int, int]]:
+    """Runs on: driver. With ``partition: hash`` and no tracing headers, tasks attribute
+    target records by key, so a record whose key no source partition holds belongs to no
+    task: per target partition, records read minus records attributed, where positive."""
+    read: dict[tuple[str, int], int] = {}
+    taken: dict[tuple[str, int], int] = {}
+    for r in results:
+        for tp, (seen, attributed) in r.target_counts.items():
+            read[(r.target_topic, tp)] = max(read.get((r.target_topic, tp), 0), seen)
+            taken[(r.target_topic, tp)] = taken.get((r.target_topic, tp), 0) + attributed
+    return [(t, p, n - taken[(t, p)]) for (t, p), n in sorted(read.items()) if n > taken[(t, p)]]
+
+
+def _run_job(spark: SparkSession, tasks: list[PartitionTask]) -> list[PartitionResult]:
+    """Runs on: driver. The job, watched from this thread: progress is logged every
+    :data:`PROGRESS_INTERVAL_S`."""
+    sc = spark.sparkContext
+    out: list[PartitionResult] = []
+    failure: list[Exception] = []
+    group = f"k2k-verify-{id(tasks)}"
+
+    def job() -> None:
+        sc.setJobGroup(group, "k2k verify")
+        try:
+            out.extend(sc.parallelize(tasks, len(tasks)).map(verify_partition).collect())
+        except Exception as exc:  # re-raised as a one-line K2KError below
+            failure.append(exc)
+
+    thread = threading.Thread(target=job, name=group, daemon=True)
+    thread.start()
+    tracker = sc.statusTracker()
+    while thread.is_alive():
+        thread.join(PROGRESS_INTERVAL_S)
+        if thread.is_alive():
+            done = 0
+            for job_id in tracker.getJobIdsForGroup(group):
+                info = tracker.getJobInfo(job_id)
+                for stage in info.stageIds if info else ():
+                    s = tracker.getStageInfo(stage)
+                    done += s.numCompletedTasks if s else 0
+            log.info("verify: %d of %d partitions done", done, len(tasks))
+    if failure:
+        raise K2KError(f"a verify task failed: {spark_error_line(failure[0])}")
+    return out

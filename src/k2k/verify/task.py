@@ -1,0 +1,462 @@
+"""The verify task: one source partition and the target records routed from it, compared.
+
+Runs on: executor, once per selected source partition (one Spark task each). Each task
+reads its source partition and the target partition(s) its records were routed to with
+consumers of its own: ``read_committed``, *assigned* (no group membership), never
+committing, so verifying writes nothing to either cluster.
+
+How target records are attributed to the task's source partition (see
+docs/operations.md#verifying-a-migration-k2k-verify for the limits):
+
+* records carrying k2k's tracing headers belong to the source topic and partition those
+  name, and with the offset header they are aligned by source offset as well as content;
+* other records, with ``partition: source``, belong to the source partition of the same
+  number (one task per target partition claims them, see ``claims_unattributed``);
+* other records, with ``partition: hash``, belong to the source partition that holds their
+  key; records whose key no source partition holds are claimed like unattributed ones.
+  Null-key records cannot be placed that way and are counted as not compared.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import KafkaError, Message, TopicPartition
+
+from k2k.errors import ClusterError
+from k2k.kafka.factory import build_consumer
+from k2k.kafka.murmur2 import murmur2_partition
+from k2k.stages.headers import TracingHeaders
+from k2k.verify.align import Difference, Fingerprint, LaneResult, align, fingerprint
+
+__all__ = [
+    "MAX_REPORTED",
+    "PartitionResult",
+    "PartitionTask",
+    "reader_settings",
+    "verify_partition",
+]
+
+#: Differences listed per source partition (all are counted).
+MAX_REPORTED = 10
+#: How many first source records of a partial range may start the target's part of it.
+TRIM_PROBE = 8
+#: Records per ``consume`` call.
+_BATCH = 5_000
+
+
+def reader_settings(props: Mapping[str, str], group_id: str) -> dict[str, str]:
+    """A consumer that only reads: assigned, never joins its group, never commits, reads
+    committed records only and reports the end of each partition. ``group_id`` is never
+    joined; it is set because some ACL setups require one for fetching."""
+    return {
+        **props,
+        "group.id": group_id,
+        "enable.auto.commit": "false",
+        "enable.auto.offset.store": "false",
+        "enable.partition.eof": "true",
+        "isolation.level": "read_committed",
+        "auto.offset.reset": "error",
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionTask:
+    """What one task verifies; built on the driver, shipped to the task (picklable)."""
+
+    topic: str
+    partition: int
+    #: The source range read: [start, end); records before ``until`` are compared, later
+    #: ones only recognised on the target (replicated, not yet committed).
+    start: int
+    until: int
+    end: int
+    #: The range starts after the source's earliest offset (``--from-timestamp``,
+    #: ``--sample``): target records of earlier source records are left out.
+    partial: bool
+    target_topic: str
+    #: Target partitions to read, each with its [earliest, end) offsets.
+    target_ranges: dict[int, tuple[int, int]]
+    #: The target topic's partition count with ``partition: hash``; 0 with ``source``.
+    hash_partitions: int
+    #: Target partitions whose records no source partition explains are reported by this task.
+    claims_unattributed: tuple[int, ...]
+    tracing: TracingHeaders | None
+    #: With ``features.offsetMapping`` and no tracing headers naming the source: per target
+    #: partition read, the exact mapping runs there, sorted, as (target first offset, count,
+    #: source first offset, or None when the run is another source partition's).
+    mapped_runs: dict[int, tuple[tuple[int, int, int | None], ...]]
+    keep_headers: bool
+    keep_timestamp: bool
+    source_consumer: dict[str, str] = field(repr=False)
+    target_consumer: dict[str, str] = field(repr=False)
+    timeout_s: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionResult:
+    """What one task found; returned to the driver (small, picklable)."""
+
+    topic: str
+    partition: int
+    target_topic: str
+    start: int
+    until: int
+    #: The source's end offset when planned (offsets from ``until`` on were not compared).
+    end: int
+    source_records: int
+    target_records: int
+    matched: int
+    duplicates: int
+    ahead: int
+    not_compared: int
+    difference_count: int
+    differences: tuple[Difference, ...]
+    source_digest: str
+    target_digest: str
+    #: Per target partition read: (records read, records attributed to this partition).
+    target_counts: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: Target records of source records before a partial range, left out.
+    before: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.difference_count == 0 and self.source_digest == self.target_digest
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "targetTopic": self.target_topic,
+            "sourceRange": [self.start, self.until],
+            "sourceEnd": self.end,
+            "sourceRecords": self.source_records,
+            "targetRecords": self.target_records,
+            "matched": self.matched,
+            "duplicates": self.duplicates,
+            "ahead": self.ahead,
+            "notCompared": self.not_compared,
+            "beforeRange": self.before,
+            "sourceDigest": self.source_digest,
+            "targetDigest": self.target_digest,
+            "ok": self.ok,
+            "differenceCount": self.difference_count,
+            "differences": [d.to_json() for d in self.differences],
+        }
+
+
+def read_range(
+    conf: Mapping[str, str],
+    cluster: str,
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    timeout_s: float,
+) -> Iterator[Message]:
+    """Runs on: executor. The committed records of ``topic[partition]`` in [start, end), in
+    order. Raises :class:`~k2k.errors.ClusterError` when the partition cannot be read or
+    nothing arrives for ``timeout_s``."""
+    if start >= end:
+        return
+    consumer = build_consumer(conf)
+    try:
+        consumer.assign([TopicPartition(topic, partition, start)])
+        last_seen = time.monotonic()
+        while True:
+            msgs = consumer.consume(_BATCH, 0.5)
+            if not msgs:
+                if time.monotonic() - last_seen > timeout_s:
+                    raise ClusterError(
+                        f"{cluster} {topic}[{partition}]: nothing read for {timeout_s:.0f} s "
+                        f"before offset {end} (verify)"
+                    )
+                continue
+            last_seen = time.monotonic()
+            for m in msgs:
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        return
+                    raise ClusterError(
+                        f"{cluster} {topic}[{partition}]: reading failed: {err.str()} (verify)"
+                    )
+                offset = m.offset() or 0
+                if offset >= end:
+                    return
+                yield m
+                if offset >= end - 1:
+                    return
+    finally:
+        consumer.close()
+
+
+class _Tracing:
+    """Reads and strips the tracing headers a pipeline adds after a record's own."""
+
+    def __init__(self, tracing: TracingHeaders | None) -> None:
+        self.names: list[str] = []
+        if tracing is not None:
+            self.names = [
+                n for n in (tracing.topic, tracing.partition, tracing.offset, tracing.pipeline) if n
+            ]
+        self.topic = tracing.topic if tracing else None
+        self.partition = tracing.partition if tracing else None
+        self.offset = tracing.offset if tracing else None
+
+    def names_source(self, traced: dict[str, str], topic: str, partition: int) -> bool:
+        """Whether tracing values name ``topic[partition]`` (as far as they name anything)."""
+        if self.topic and traced[self.topic] != topic:
+            return False
+        return not (self.partition and traced[self.partition] != str(partition))
+
+    def source_offset(self, traced: dict[str, str] | None) -> int | None:
+        """The source offset a record's tracing header names, None without one."""
+        if traced is None or not self.offset:
+            return None
+        try:
+            return int(traced[self.offset])
+        except ValueError:
+            return None
+
+    def split(
+        self, headers: list[tuple[str, bytes | None]]
+    ) -> tuple[list[tuple[str, bytes | None]], dict[str, str] | None]:
+        """The record's own headers, and the tracing values (None when the record does not
+        end with the pipeline's tracing headers)."""
+        n = len(self.names)
+        if not n or len(headers) < n:
+            return headers, None
+        tail = headers[len(headers) - n :]
+        if [h[0] for h in tail] != self.names:
+            return headers, None
+        values = {name: (v or b"").decode(errors="replace") for name, v in tail}
+        return headers[: len(headers) - n], values
+
+
+def verify_partition(task: PartitionTask) -> PartitionResult:
+    """Runs on: executor, once per task. Reads both sides and aligns them; returns a
+    :class:`PartitionResult` (its differences cut to :data:`MAX_REPORTED`)."""
+    # Step 1. The source records, in order, with their keys (for ``partition: hash``).
+    expected, keys = _read_source(task)
+    # Step 2. The target records attributed to this source partition, per target partition.
+    tracing = _Tracing(task.tracing)
+    actual, null_keys, counts = _read_target(task, tracing, keys)
+    by_offset = tracing.offset is not None or bool(task.mapped_runs)
+    # Step 3. Align lane by lane.
+    lanes, skipped = _lanes(task, expected, keys, actual, null_keys, by_offset)
+    if task.mapped_runs and tracing.offset is None:
+        lanes = [(e, _infer_offsets(e, a)) for e, a in lanes]
+    before = 0
+    if task.partial:
+        trimmed = [_trim_before(e, a, task.start, by_offset) for e, a in lanes]
+        lanes = [(e, a) for (e, _), (a, _) in zip(lanes, trimmed, strict=True)]
+        before = sum(n for _, n in trimmed)
+    results = [
+        align(e, a, sum(1 for f in e if f.offset < task.until), by_offset=by_offset)
+        for e, a in lanes
+    ]
+    compared = sum(1 for f in expected if f.offset < task.until)
+    return _result(task, results, compared, skipped, counts, before)
+
+
+def _mapped(runs: tuple[tuple[int, int, int | None], ...], offset: int) -> tuple[bool, int | None]:
+    """Whether a target offset lies in a mapping run, and the source offset it maps to
+    (None for another source partition's run). Runs hold distinct target offsets (one
+    record each), so the only candidate is the last run starting at or before ``offset``."""
+    k = bisect.bisect_right(runs, (offset, 1 << 62, 1 << 62)) - 1
+    if k < 0:
+        return False, None
+    first, count, source_first = runs[k]
+    if offset >= first + count:
+        return False, None
+    return True, None if source_first is None else source_first + offset - first
+
+
+def _infer_offsets(expected: list[Fingerprint], actual: list[Fingerprint]) -> list[Fingerprint]:
+    """With offset mappings, target records no run covers (written after the last one, or
+    by someone else) get the source offset of the next source record of equal content after
+    the one before them, or of the last such record before (a replay); none without one."""
+    by_content: dict[tuple[bytes, bytes, bytes, int], list[int]] = {}
+    for f in expected:
+        by_content.setdefault(f.content, []).append(f.offset)
+    out = []
+    last = -1
+    for f in actual:
+        if f.source_offset is None and (found := by_content.get(f.content)):
+            k = bisect.bisect_right(found, last)
+            f = f._replace(source_offset=found[k] if k < len(found) else found[-1])
+        if f.source_offset is not None:
+            last = f.source_offset
+        out.append(f)
+    return out
+
+
+def _trim_before(
+    expected: list[Fingerprint], actual: list[Fingerprint], start: int, by_offset: bool
+) -> tuple[list[Fingerprint], int]:
+    """A lane's target records without those of source records before ``start``, and how
+    many were left out. With the offset header that is exact. Without it the target lane
+    starts at its first record equal to one of the lane's first :data:`TRIM_PROBE` source
+    records (so a missing first record is still reported); all of it is left out when the
+    lane has no source record in the range, none when no such record is found (everything
+    before then shows as extra)."""
+    if by_offset:
+        kept = [f for f in actual if f.source_offset is None or f.source_offset >= start]
+        return kept, len(actual) - len(kept)
+    if not expected:
+        return [], len(actual)
+    firsts = {f.content for f in expected[:TRIM_PROBE]}
+    for k, f in enumerate(actual):
+        if f.content in firsts:
+            return actual[k:], k
+    return actual, 0
+
+
+def _read_source(task: PartitionTask) -> tuple[list[Fingerprint], list[bytes | None]]:
+    """Runs on: executor. The source records of the task's range and their keys."""
+    expected: list[Fingerprint] = []
+    keys: list[bytes | None] = []
+    for m in read_range(
+        task.source_consumer,
+        "source",
+        task.topic,
+        task.partition,
+        task.start,
+        task.end,
+        task.timeout_s,
+    ):
+        headers: Any = list(m.headers() or []) if task.keep_headers else []
+        ts = m.timestamp()[1] if task.keep_timestamp else 0
+        key = m.key()
+        offset = m.offset() or 0
+        expected.append(fingerprint(task.partition, offset, offset, key, m.value(), headers, ts))
+        keys.append(key)
+    return expected, keys
+
+
+def _read_target(
+    task: PartitionTask, tracing: _Tracing, keys: list[bytes | None]
+) -> tuple[dict[int, list[Fingerprint]], list[Fingerprint], dict[int, tuple[int, int]]]:
+    """Runs on: executor. The target records attributed to the task's source partition
+    (see the module docstring), per target partition; with ``partition: hash`` the null-key
+    ones apart; and per target partition (records read, records attributed here, counting
+    the null-key records this task claims but cannot compare)."""
+    hashed = task.hash_partitions > 0
+    by_trace = bool(tracing.topic or tracing.partition)
+    by_key = hashed and not by_trace
+    own_keys = {k for k in keys if k is not None} if by_key else set()
+    actual: dict[int, list[Fingerprint]] = {}
+    null_keys: list[Fingerprint] = []
+    counts: dict[int, tuple[int, int]] = {}
+    for tp, (first, last) in sorted(task.target_ranges.items()):
+        lane = actual.setdefault(tp, [])
+        claims = tp in task.claims_unattributed
+        runs = task.mapped_runs.get(tp, ())
+        seen = taken = 0
+        for m in read_range(
+            task.target_consumer, "target", task.target_topic, tp, first, last, task.timeout_s
+        ):
+            seen += 1
+            headers: Any = list(m.headers() or [])
+            own, traced = tracing.split(headers)
+            key = m.key()
+            source_offset = tracing.source_offset(traced)
+            in_run, from_run = _mapped(runs, m.offset() or 0) if runs else (False, None)
+            if in_run:
+                if from_run is None:
+                    continue  # another source partition's run
+                source_offset = from_run
+            elif traced is not None and by_trace:
+                if not tracing.names_source(traced, task.topic, task.partition):
+                    continue
+            elif by_key:
+                if key is None:
+                    taken += claims
+                    continue
+                if key not in own_keys:
+                    continue
+            elif not claims:
+                continue
+            taken += 1
+            ts = m.timestamp()[1] if task.keep_timestamp else 0
+            fp = fingerprint(tp, m.offset() or 0, source_offset, key, m.value(), own, ts)
+            (null_keys if hashed and key is None else lane).append(fp)
+        counts[tp] = (seen, taken)
+    return actual, null_keys, counts
+
+
+def _lanes(
+    task: PartitionTask,
+    expected: list[Fingerprint],
+    keys: list[bytes | None],
+    actual: dict[int, list[Fingerprint]],
+    null_keys: list[Fingerprint],
+    by_offset: bool,
+) -> tuple[list[tuple[list[Fingerprint], list[Fingerprint]]], int]:
+    """The (expected, actual) lanes to align, and how many source records were not
+    compared (null keys with ``partition: hash`` and no offset header)."""
+    if not task.hash_partitions:
+        return [(expected, actual.get(task.partition, []))], 0
+    n = task.hash_partitions
+    per_tp: dict[int, list[Fingerprint]] = {tp: [] for tp in actual}
+    expected_null: list[Fingerprint] = []
+    for f, key in zip(expected, keys, strict=True):
+        if key is None:
+            expected_null.append(f)
+        else:
+            per_tp.setdefault(murmur2_partition(key, n), []).append(f)
+    lanes = [(per_tp[tp], actual.get(tp, [])) for tp in sorted(per_tp)]
+    if by_offset:
+        # Null keys went to any partition: their order is the source offsets'.
+        null_keys.sort(key=lambda f: f.source_offset if f.source_offset is not None else -1)
+        lanes.append((expected_null, null_keys))
+        return lanes, 0
+    return lanes, sum(1 for f in expected_null if f.offset < task.until)
+
+
+def _result(
+    task: PartitionTask,
+    lanes: list[LaneResult],
+    compared: int,
+    not_compared: int,
+    counts: dict[int, tuple[int, int]],
+    before: int,
+) -> PartitionResult:
+    diffs = sorted(
+        (d for r in lanes for d in r.differences),
+        key=lambda d: (
+            d.source_offsets[0] if d.source_offsets else 1 << 62,
+            d.target_offsets[0] if d.target_offsets else 1 << 62,
+        ),
+    )
+    src = hashlib.blake2b(digest_size=16)
+    dst = hashlib.blake2b(digest_size=16)
+    for r in lanes:
+        src.update(r.source_digest)
+        dst.update(r.target_digest)
+    return PartitionResult(
+        topic=task.topic,
+        partition=task.partition,
+        target_topic=task.target_topic,
+        start=task.start,
+        until=task.until,
+        end=task.end,
+        source_records=compared,
+        target_records=sum(r.actual for r in lanes),
+        matched=sum(r.matched for r in lanes),
+        duplicates=sum(r.duplicates for r in lanes),
+        ahead=sum(r.ahead for r in lanes),
+        not_compared=not_compared,
+        difference_count=len(diffs),
+        differences=tuple(diffs[:MAX_REPORTED]),
+        source_digest=src.hexdigest(),
+        target_digest=dst.hexdigest(),
+        target_counts=counts,
+        before=before,
+    )
