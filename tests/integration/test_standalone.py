@@ -85,7 +85,13 @@ def test_pipeline_runs_unchanged_on_a_standalone_cluster(
         [t],
         spark={
             "master": standalone,
-            "conf": {"spark.executor.memory": "512m", "spark.cores.max": "2"},
+            "conf": {
+                "spark.executor.memory": "512m",
+                "spark.cores.max": "2",
+                # k2k is installed in this interpreter only (a non-local master gets the
+                # cluster's Python unless told).
+                "spark.pyspark.python": sys.executable,
+            },
         },
     )
     result = k2k_cli(

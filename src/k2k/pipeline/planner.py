@@ -234,7 +234,7 @@ class Planner:
             self.discovery.on_records_lost = lambda t, p, n: metrics.lost(t, p, n, "deleted-topic")
             template = dataclasses.replace(template, telemetry=True)
         sc = self._start_spark().sparkContext
-        self.control = open_channel(sc, cfg.spark.master)
+        self.control = open_channel(sc, cfg.spark.control_host, cfg.spark.control_port)
         if self.metrics is not None:
             self.control.on_frame = self.metrics.on_frame
         if self._stop.is_set():
