@@ -767,7 +767,6 @@ class Spark(K2KModel):
         description="How long one Spark job (lease) runs before the planner re-plans; new topics "
         "and a new task layout take effect at lease boundaries.",
     )
-
     control_host: str | None = Field(
         None,
         min_length=1,
