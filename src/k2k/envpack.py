@@ -89,7 +89,10 @@ def _installed_versions() -> list[str]:
 
 def _run(step: str, args: list[str]) -> None:
     """Run one build step; its output is shown only when it fails (the error's last line)."""
-    done = subprocess.run(args, capture_output=True, text=True, check=False)
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, check=False)
+    except OSError as exc:  # e.g. --python names no executable
+        raise PackageError(f"{step} failed: {args[0]}: {exc.strerror or exc}") from exc
     if done.returncode != 0:
         lines = [ln for ln in (done.stderr + done.stdout).splitlines() if ln.strip()]
         last = lines[-1].strip() if lines else f"exit code {done.returncode}"

@@ -53,3 +53,14 @@ def test_package_refuses_to_overwrite_in_one_line(tmp_path: Path) -> None:
     assert lines[-1].startswith("error: ") and "k2k-env.tar.gz exists" in lines[-1], lines
     assert "Traceback" not in result.stderr
     assert (tmp_path / "k2k-env.tar.gz").read_text() == "mine"
+
+
+def test_package_with_a_python_that_does_not_exist_fails_in_one_line(tmp_path: Path) -> None:
+    result = _k2k(
+        "package", "--python", str(tmp_path / "nopython"), entry=["-m", "k2k"], cwd=tmp_path
+    )
+    assert result.returncode != 0
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: creating the virtualenv failed: ") and "nopython" in last, last
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "k2k-env.tar.gz").exists()
