@@ -185,6 +185,27 @@ def _stop_driver(submit: subprocess.Popen, log: Path) -> None:
     assert submit.wait(120) == 0, log.read_text()[-3000:]
 
 
+def _executor_jvms(worker_dir: Path) -> list[psutil.Process]:
+    """The executor JVMs this worker runs (their working directory is below its directory)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "cwd"]):
+        cwd, cmdline = proc.info["cwd"], proc.info["cmdline"]
+        if cwd and cmdline and cwd.startswith(str(worker_dir)) and "Executor" in " ".join(cmdline):
+            found.append(proc)
+    return found
+
+
+def _records(first: int, count: int) -> list[tuple]:
+    return [
+        (i % 2, f"k{i}".encode(), f"v{i}".encode(), [("h", str(i).encode())], BASE_TS + i)
+        for i in range(first, first + count)
+    ]
+
+
+def _target_count(clusters, topic: str) -> int:
+    return sum(len(rs) for rs in read_all(clusters.target, topic).values())
+
+
 @pytest.mark.parametrize("mode", ["at-least-once", "exactly-once"])
 def test_spark_submit_runs_on_executors_with_only_the_shipped_environment(
     clusters, standalone, archive, tmp_path, topic_name, mode
@@ -192,36 +213,37 @@ def test_spark_submit_runs_on_executors_with_only_the_shipped_environment(
     """spark-submit's master wins over the pipeline's ``spark.master: local[2]``; executors
     run ``./env/bin/python`` from the archive and load confluent-kafka from it (never from
     this project's environment) and import k2k from it; the lease channel listens on the
-    configured ``spark.controlPort``; the target equals the source record for record."""
+    configured ``spark.controlPort``; the target equals the source record for record.
+
+    Exactly-once also loses its executor: once the first half is replicated, the second
+    half is produced and the executor's JVM is killed (SIGKILL) at once, while its runners
+    copy it or are about to; Spark starts another executor, the runners' tasks run again
+    from the committed progress, and the target still holds every record exactly once."""
     worker_dir = standalone[1]
     t = topic_name("submit")
     create_topic(clusters.source, t, 2)
-    produce(
-        clusters.source,
-        t,
-        [
-            (i % 2, f"k{i}".encode(), f"v{i}".encode(), [("h", str(i).encode())], BASE_TS + i)
-            for i in range(5_000)
-        ],
-    )
+    kill = mode == "exactly-once"
+    produce(clusters.source, t, _records(0, 2_500 if kill else 5_000))
     control_port = free_port()
     doc = pipeline_dict(
         clusters,
         topic_name(f"psubmit-{mode}"),
         [t],
-        features={"exactlyOnce": "enabled" if mode == "exactly-once" else "disabled"},
+        features={"exactlyOnce": "enabled" if kill else "disabled"},
         spark={"controlPort": control_port},  # and spark.master stays local[2]
     )
     log = tmp_path / "spark-submit.log"
     pycache = tmp_path / "pycache"
     submit = _submit(standalone, archive, write_pipeline(tmp_path, doc), log, pycache)
     try:
+        if kill:
+            eventually(lambda: _target_count(clusters, t) >= 2_500, expected=True, timeout=150)
+            executors = _executor_jvms(worker_dir)
+            assert len(executors) == 1, executors
+            produce(clusters.source, t, _records(2_500, 2_500))
+            executors[0].kill()
         src = read_all(clusters.source, t)
-        eventually(
-            lambda: sum(len(rs) for rs in read_all(clusters.target, t).values()) >= 5_000,
-            expected=True,
-            timeout=150,
-        )
+        eventually(lambda: _target_count(clusters, t) >= 5_000, expected=True, timeout=150)
         # Evidence taken while the executors run (they end with the application).
         loaded = eventually(lambda: _loaded_librdkafka(_executor_pythons(worker_dir)))
         with socket.create_connection(("127.0.0.1", control_port), timeout=5):
@@ -230,12 +252,15 @@ def test_spark_submit_runs_on_executors_with_only_the_shipped_environment(
     finally:
         if submit.poll() is None:
             _stop_driver(submit, log)
+    assert pythons
     assert all(p.info["cmdline"][0] == "./env/bin/python" for p in pythons), [
         p.info["cmdline"] for p in pythons
     ]
     for cwd, path in loaded:
         assert path.startswith(f"{cwd}/env/"), path
         assert not path.startswith(sys.prefix), path
+    if kill:  # the killed executor's directory, and its replacement's
+        assert len(list(worker_dir.glob("app-*/*/stderr"))) >= 2
     # Every module the executors imported from a source file, by the file's path: k2k's
     # among them from the unpacked archive, and nothing from this project.
     imported = [str(p.relative_to(pycache)) for p in pycache.rglob("*.pyc")]
