@@ -168,7 +168,9 @@ def _submit(
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
     env.pop("PYSPARK_PYTHON", None)
     with open(log, "w") as out:
-        return subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            args, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
 
 def _stop_driver(submit: subprocess.Popen, log: Path) -> None:
@@ -250,8 +252,13 @@ def test_spark_submit_runs_on_executors_with_only_the_shipped_environment(
             pass
         pythons = _executor_pythons(worker_dir)
     finally:
-        if submit.poll() is None:
-            _stop_driver(submit, log)
+        try:
+            if submit.poll() is None:
+                _stop_driver(submit, log)
+        finally:
+            if submit.poll() is None:  # the clean stop failed: leave nothing running
+                os.killpg(submit.pid, signal.SIGKILL)
+                submit.wait(30)
     assert pythons
     assert all(p.info["cmdline"][0] == "./env/bin/python" for p in pythons), [
         p.info["cmdline"] for p in pythons
