@@ -260,6 +260,7 @@ def test_spark_submit_runs_on_executors_with_only_the_shipped_environment(
                 os.killpg(submit.pid, signal.SIGKILL)
                 submit.wait(30)
     assert pythons
+    assert f"Spark started (master {standalone[0]})" in log.read_text()  # not local[2]
     assert all(p.info["cmdline"][0] == "./env/bin/python" for p in pythons), [
         p.info["cmdline"] for p in pythons
     ]

@@ -254,8 +254,10 @@ class Planner:
     def _start_spark(self) -> SparkSession:
         if self.spark is None:
             cfg = self.cfg
-            log.info("starting Spark (master %s)", cfg.spark.master)
+            log.info("starting Spark")
             self.spark = start_spark(f"k2k:{cfg.name}", cfg.spark.master, dict(cfg.spark.conf))
+            # The real master: spark-submit's, when it launched k2k (see start_spark).
+            log.info("Spark started (master %s)", self.spark.sparkContext.master)
             if self.after_spark_start is not None:
                 self.after_spark_start()  # e.g. take SIGINT back from PySpark's own handler
         return self.spark
