@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from k2k import __version__
+from k2k.envpack import DEFAULT_ARCHIVE
 from k2k.errorboundary import one_line_errors
 from k2k.pipeline.spark import LOG_LEVEL_KEY, LOG_LEVELS
 
@@ -527,6 +528,40 @@ def offset_mapping_validate(files: Sequence[str]) -> None:
     from k2k.config import load_offset_mapping_app, render_effective
 
     click.echo(render_effective(load_offset_mapping_app(list(files))), nl=False)
+
+
+@main.command()
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    default=DEFAULT_ARCHIVE,
+    show_default=True,
+    help="The archive to write (.tar.gz).",
+)
+@click.option(
+    "--python",
+    metavar="PATH",
+    help="The interpreter the environment is built with; executors need the same one at the "
+    "same path (default: the one running k2k).",
+)
+@click.option("--force", is_flag=True, help="Replace the archive if it exists.")
+@one_line_errors
+def package(output: str, python: str | None, force: bool) -> None:
+    """Pack k2k and its dependencies into one archive for Spark executors (venv-pack).
+
+    Submit with: spark-submit --archives k2k-env.tar.gz#env --conf
+    spark.pyspark.python=./env/bin/python ... (see docs/spark.md). pyspark is left out:
+    executors use their cluster's own.
+    """
+    from pathlib import Path
+
+    from k2k.envpack import build_archive
+
+    click.echo(f"building {output} ...", err=True)
+    built = build_archive(Path(output), python, force=force)
+    size_mb = built.stat().st_size / 1e6
+    click.echo(f"wrote {built} ({size_mb:.0f} MB)", err=True)
 
 
 def _register_local() -> None:

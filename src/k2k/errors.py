@@ -13,7 +13,8 @@ prints one line and exits non-zero (see ``k2k.cli``). Anything else reaching the
     ├── ReplicationError       a record or batch could not be replicated (carries a locator)
     ├── ControlRecordError     a control-topic record cannot be decoded
     ├── VerifyMismatch         ``k2k verify`` found the target differing from the source
-    └── LocalClusterError      the embedded Kafka installation or brokers misbehave
+    ├── LocalClusterError      the embedded Kafka installation or brokers misbehave
+    └── PackageError           ``k2k package`` cannot build the executors' environment
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ __all__ = [
     "K2KError",
     "LocalClusterError",
     "OffsetMappingError",
+    "PackageError",
     "ReplicationError",
     "TopicError",
     "Unavailable",
@@ -98,3 +100,8 @@ class OffsetMappingError(K2KError):
 
 class LocalClusterError(K2KError):
     """Raised when the embedded Kafka clusters cannot be installed, started or stopped."""
+
+
+class PackageError(K2KError):
+    """Raised when ``k2k package`` cannot build the executors' environment archive (the
+    message names the step: the virtualenv, pip, or venv-pack)."""

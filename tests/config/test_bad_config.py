@@ -48,7 +48,8 @@ CASES = [
     ),
     pytest.param(
         {"spark": {"zzz": 1}},
-        "spark.zzz: unknown key; expected one of: master, conf, parallelism, leaseDuration",
+        "spark.zzz: unknown key; expected one of: master, conf, parallelism, leaseDuration, "
+        "controlHost, controlPort",
         id="unknown-nothing-close",
     ),
     pytest.param(

@@ -752,13 +752,14 @@ class Spark(K2KModel):
     master: str = Field(
         "local[*]",
         min_length=1,
-        description="Spark master URL: `local[*]` (embedded), `spark://host:7077`, `yarn`, "
-        "`k8s://...`.",
+        description="Spark master URL when `k2k start` starts Spark itself: `local[*]` "
+        "(embedded), `spark://host:7077`, `yarn`, `k8s://...`. Ignored under `spark-submit` "
+        "(its `--master` and `spark-defaults.conf` decide; see docs/spark.md).",
     )
     conf: StrMap = Field(
         default_factory=dict,
         description="Extra Spark configuration, e.g. `spark.executor.memory: 2g` (values are "
-        "passed as strings).",
+        "passed as strings). Under `spark-submit`, its own settings win over these.",
     )
     parallelism: Count | None = Field(
         None,
@@ -770,6 +771,21 @@ class Spark(K2KModel):
         timedelta(minutes=5),
         description="How long one Spark job (lease) runs before the planner re-plans; new topics "
         "and a new task layout take effect at lease boundaries.",
+    )
+    control_host: str | None = Field(
+        None,
+        min_length=1,
+        description="Address executors connect to for the lease channel (the driver's small "
+        "TCP service that tells runners to end a lease). Null: `127.0.0.1` for a local master, "
+        "else `spark.driver.host`. With a non-local master the channel listens on every "
+        "interface.",
+    )
+    control_port: Count | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description="Port of the lease channel on the driver. Null: any free port; set it when "
+        "a firewall between executors and driver must allow it (like `spark.driver.port`).",
     )
 
 

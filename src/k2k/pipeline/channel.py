@@ -24,6 +24,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from k2k.errors import ConfigError
+
 __all__ = ["LeaseControl", "StopSignal"]
 
 _POLL_INTERVAL_S = 0.25
@@ -36,9 +38,11 @@ _MAX_FRAME_BYTES = 8 << 20
 class LeaseControl:
     """Runs on: driver. Answers runners' polls; ``end_lease()`` makes them wrap up."""
 
-    def __init__(self, host: str, bind_host: str | None = None) -> None:
+    def __init__(self, host: str, bind_host: str | None = None, port: int = 0) -> None:
         """``host`` is the address runners connect to; the server listens on ``bind_host``
-        (default: the same), e.g. ``0.0.0.0`` when executors run on other machines."""
+        (default: the same), e.g. ``0.0.0.0`` when executors run on other machines, and on
+        ``port`` (0: any free one). A port already taken raises
+        :class:`~k2k.errors.ConfigError` naming ``spark.controlPort``."""
         self.token = secrets.token_hex(16)
         self._stop = threading.Event()
         #: Called with each runner's metrics frame (telemetry), in a server thread.
@@ -63,7 +67,13 @@ class LeaseControl:
             daemon_threads = True
             allow_reuse_address = True
 
-        self._server = Server((bind_host or host, 0), Handler)
+        try:
+            self._server = Server((bind_host or host, port), Handler)
+        except OSError as exc:
+            raise ConfigError(
+                f"spark.controlPort: cannot listen on {bind_host or host}:{port} for the "
+                f"lease channel ({exc.strerror or exc}); expected a free port"
+            ) from exc
         self.host = host
         self.port: int = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)

@@ -32,7 +32,7 @@ from k2k.kafka.factory import consumer_settings, delivery_timeout_s, producer_se
 from k2k.pipeline.channel import LeaseControl
 from k2k.pipeline.plan import LeaseSpec, RunnerGroup, RunnerSummary
 from k2k.pipeline.runner import run_groups
-from k2k.pipeline.spark import spark_error_line
+from k2k.pipeline.spark import is_local, spark_error_line
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -93,13 +93,15 @@ def lease_template(
     )
 
 
-def open_channel(sc: SparkContext, master: str) -> LeaseControl:
+def open_channel(sc: SparkContext, host: str | None, port: int | None) -> LeaseControl:
     """Runs on: driver, once per start. The lease channel's endpoint, where runners reach
-    it: loopback in local mode, else ``spark.driver.host`` on every interface."""
-    if master.startswith("local"):
-        return LeaseControl("127.0.0.1")
-    host = sc.getConf().get("spark.driver.host", socket.gethostname())
-    return LeaseControl(host, bind_host="0.0.0.0")
+    it, decided by the session's real master (``sc.master``, whoever chose it): loopback
+    for a local master, else every interface, advertised as ``host`` (default
+    ``spark.driver.host``). ``port`` None: any free port."""
+    if is_local(sc.master or ""):
+        return LeaseControl(host or "127.0.0.1", port=port or 0)
+    advertised = host or sc.getConf().get("spark.driver.host") or socket.gethostname()
+    return LeaseControl(advertised, bind_host="0.0.0.0", port=port or 0)
 
 
 @dataclasses.dataclass

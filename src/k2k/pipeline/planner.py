@@ -234,7 +234,7 @@ class Planner:
             self.discovery.on_records_lost = lambda t, p, n: metrics.lost(t, p, n, "deleted-topic")
             template = dataclasses.replace(template, telemetry=True)
         sc = self._start_spark().sparkContext
-        self.control = open_channel(sc, cfg.spark.master)
+        self.control = open_channel(sc, cfg.spark.control_host, cfg.spark.control_port)
         if self.metrics is not None:
             self.control.on_frame = self.metrics.on_frame
         if self._stop.is_set():
@@ -254,8 +254,10 @@ class Planner:
     def _start_spark(self) -> SparkSession:
         if self.spark is None:
             cfg = self.cfg
-            log.info("starting Spark (master %s)", cfg.spark.master)
+            log.info("starting Spark")
             self.spark = start_spark(f"k2k:{cfg.name}", cfg.spark.master, dict(cfg.spark.conf))
+            # The real master: spark-submit's, when it launched k2k (see start_spark).
+            log.info("Spark started (master %s)", self.spark.sparkContext.master)
             if self.after_spark_start is not None:
                 self.after_spark_start()  # e.g. take SIGINT back from PySpark's own handler
         return self.spark

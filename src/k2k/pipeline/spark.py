@@ -1,10 +1,18 @@
 """The Spark session k2k runs its leases on, and how Spark's errors read in one line.
 
-Runs on: driver, once per ``k2k start``. The k2k package must be importable on executors:
-locally (``local[N]``, or a standalone cluster on this machine) workers use this very
-interpreter (``PYSPARK_PYTHON``); for other masters the package is also shipped as a zip
-with ``addPyFile`` (its dependencies, confluent-kafka above all, must be installed on the
-executors' Python).
+Runs on: driver, once per ``k2k start`` (or per ``spark-submit .../k2k/__main__.py start``).
+
+Who decides the master: when k2k is launched by ``spark-submit`` (or joins a session that
+already exists), the master, deploy mode and resources are spark-submit's (its command
+line and ``spark-defaults.conf``); ``spark.master`` from the pipeline applies only when k2k
+starts Spark itself. ``spark.conf`` from the pipeline is passed through as Spark
+configuration either way (below spark-submit's own settings).
+
+Executors' Python: for a local master the runners use this very interpreter
+(``PYSPARK_PYTHON``). For any other master it is the cluster's: ``spark.pyspark.python``,
+typically the Python of an environment shipped with ``--archives`` (``k2k package``, see
+docs/spark.md). Without a shipped archive, the k2k package is also shipped as a zip with
+``addPyFile`` (its dependencies must then be installed on the executors' Python).
 """
 
 from __future__ import annotations
@@ -24,7 +32,14 @@ from typing import IO, TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["JvmOutput", "jvm_line", "spark_error_line", "spark_settings", "start_spark"]
+__all__ = [
+    "JvmOutput",
+    "is_local",
+    "jvm_line",
+    "spark_error_line",
+    "spark_settings",
+    "start_spark",
+]
 
 #: The JVM's output, and in local mode the runners' stderr (see :class:`JvmOutput`).
 log = logging.getLogger("k2k.spark")
@@ -48,12 +63,13 @@ SPARK_DEFAULTS: dict[str, str] = {
     "spark.python.worker.reuse": "true",
     # The driver JVM only schedules leases (runners are Python processes): C1 compilation is
     # enough, and the C2 compiler threads would otherwise compete with runners for CPU.
+    # The quiet logging file exists on the driver's machine only: executors (in local mode
+    # inside this JVM anyway) keep their cluster's own log4j configuration.
     "spark.driver.extraJavaOptions": (
         f"-XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile=file:{_QUIET_LOG}"
     ),
-    "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_QUIET_LOG}",
 }
-_JAVA_OPTIONS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
+_JAVA_OPTIONS = ("spark.driver.extraJavaOptions",)
 
 
 #: A speculative copy of a runner task would be a second writer for the same partitions.
@@ -77,24 +93,79 @@ def spark_settings(conf: Mapping[str, str]) -> dict[str, str]:
     return settings
 
 
-def start_spark(app_name: str, master: str, conf: dict[str, str]) -> SparkSession:
-    """Runs on: driver. Start (or join) the session for ``master`` with
-    :func:`spark_settings`; ships the k2k package to remote executors. The JVM's stderr
-    (in local mode also the runners') reaches k2k's log through :class:`JvmOutput`."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+def start_spark(app_name: str, master: str, conf: Mapping[str, str]) -> SparkSession:
+    """Runs on: driver. Start (or join) k2k's Spark session with :func:`spark_settings`.
+
+    ``master`` (the pipeline's ``spark.master``) is used only when k2k starts Spark itself;
+    launched by spark-submit, or with a SparkContext already running, the master and the
+    resources are the ones given there, and ``conf`` only fills in what they leave unset.
+    Ships the k2k package to remote executors unless an archive (``spark.archives``) does.
+    The JVM's stderr, when k2k starts the JVM (in local mode also the runners'), reaches
+    k2k's log through :class:`JvmOutput`."""
     from pyspark.sql import SparkSession  # imported late: pyspark is slow to import
 
-    settings = {**spark_settings(conf), "spark.master": master, "spark.app.name": app_name}
-    _launch_jvm(settings)
+    given = _given_spark_conf()
+    if given is None:
+        settings = {**spark_settings(conf), "spark.master": master, "spark.app.name": app_name}
+        _set_executor_python(settings)
+        _launch_jvm(settings)
+    else:
+        # The JVM runs already: its options (k2k's quiet logging file) cannot apply.
+        ours = {k: v for k, v in spark_settings(conf).items() if k not in _JAVA_OPTIONS}
+        settings = {**ours, **given, **SPARK_FORCED}
+        if given.get("spark.app.name", _SUBMIT_APP_NAME) == _SUBMIT_APP_NAME:
+            settings["spark.app.name"] = app_name
+        _set_executor_python(settings)
     builder = SparkSession.builder
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(settings[LOG_LEVEL_KEY])  # also for a session that existed
-    if not master.startswith("local"):
+    spark.sparkContext.setLogLevel(settings[LOG_LEVEL_KEY].upper())  # also for an existing one
+    if not is_local(spark.sparkContext.master or "") and "spark.archives" not in settings:
         spark.sparkContext.addPyFile(_package_zip())
     return spark
+
+
+#: The application name spark-submit gives when ``--name`` is not given: the entry file's.
+_SUBMIT_APP_NAME = "__main__.py"
+
+
+def is_local(master: str) -> bool:
+    """Whether ``master`` runs executors inside the driver's process (``local``,
+    ``local[N]``, ``local[N,F]``, ``local[*]``; not ``local-cluster[...]``).
+
+    >>> is_local("local[*]"), is_local("spark://h:7077"), is_local("local-cluster[2,1,512]")
+    (True, False, False)
+    """
+    return master == "local" or master.startswith("local[")
+
+
+def _given_spark_conf() -> dict[str, str] | None:
+    """The Spark configuration spark-submit (or a session already running) decided; None
+    when k2k is to start Spark itself. spark-submit runs this process with a gateway to its
+    JVM (``PYSPARK_GATEWAY_PORT``), whose system properties hold ``spark.master`` and
+    everything else it was given."""
+    from pyspark import SparkConf, SparkContext
+
+    active = SparkContext._active_spark_context
+    if active is not None:
+        return dict(active.getConf().getAll())
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return None
+    SparkContext._ensure_initialized()  # joins spark-submit's JVM
+    return dict(SparkConf().getAll())
+
+
+def _set_executor_python(settings: Mapping[str, str]) -> None:
+    """The executors' Python, which PySpark takes from ``PYSPARK_PYTHON`` when the context
+    starts: ``spark.pyspark.python`` if set (as spark-submit itself does); else, for a local
+    master only, this interpreter; else the cluster's default (``python3``)."""
+    executor_python = settings.get("spark.pyspark.python")
+    if executor_python:
+        os.environ["PYSPARK_PYTHON"] = executor_python
+    elif is_local(settings.get("spark.master", "")):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
 def _launch_jvm(settings: Mapping[str, str]) -> None:
