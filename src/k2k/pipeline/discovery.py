@@ -153,27 +153,34 @@ class Discovery:
         """True when a selected, routed topic appeared, changed its partition count, was
         deleted or re-created (a new topic id), or the target topic of one was.
 
-        A failed listing is logged and counts as no change (the next check retries)."""
+        A failed check counts as no change (the next check retries): a failed listing of
+        the source is logged; the target's is not, as it fails only while the target does
+        not answer, which k2k.observability.reachability reports once."""
         try:
-            current = self.source.topics()
-            if any(t not in current for t in self.selected):
+            if self._source_topics_changed():
                 return True
-            for name, info in current.items():
-                if not self.selection.should_replicate(name) or self.router.route(name) is None:
-                    continue
-                known = self.selected.get(name)
-                if known is None or known.partitions != info.partitions:
-                    return True
-            return (
-                self.source.topic_ids(self.selected) != self.topic_ids()
-                or self.target.topic_ids(self.target_ids) != self.target_ids
-            )
         except K2KError as exc:
-            # An unreachable cluster is reported once, by k2k.observability.reachability.
-            answering = self.source.answering and self.target.answering
-            level = logging.WARNING if answering else logging.DEBUG
+            level = logging.WARNING if self.source.answering else logging.DEBUG
             log.log(level, "topic discovery failed: %s", exc)
             return False
+        if not self.target_ids or not self.target.answering:
+            return False
+        try:
+            return self.target.topic_ids(self.target_ids) != self.target_ids
+        except K2KError:
+            return False
+
+    def _source_topics_changed(self) -> bool:
+        current = self.source.topics()
+        if any(t not in current for t in self.selected):
+            return True
+        for name, info in current.items():
+            if not self.selection.should_replicate(name) or self.router.route(name) is None:
+                continue
+            known = self.selected.get(name)
+            if known is None or known.partitions != info.partitions:
+                return True
+        return self.source.topic_ids(self.selected) != self.topic_ids()
 
     # -- steps ---------------------------------------------------------------------------
 
