@@ -12,22 +12,31 @@ from collections.abc import Mapping
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-__all__ = ["first_records", "peek_settings"]
+__all__ = ["first_records", "peek_settings", "reader_settings"]
 
 TP = tuple[str, int]
 
 
-def peek_settings(consumer_conf: Mapping[str, str], group_id: str) -> dict[str, str]:
-    """A consumer that peeks: assigned, never joined, reporting each partition's end, and
-    returning as soon as one record is there. ``group_id``: the runners' (same ACLs)."""
+def reader_settings(props: Mapping[str, str], group_id: str) -> dict[str, str]:
+    """A consumer that only reads: assigned, never joins its group, never commits, reads
+    committed records only and reports the end of each partition. ``group_id`` is never
+    joined; it is set because some ACL setups require one for fetching."""
     return {
-        **consumer_conf,
+        **props,
         "group.id": group_id,
         "enable.auto.commit": "false",
         "enable.auto.offset.store": "false",
         "enable.partition.eof": "true",
         "isolation.level": "read_committed",
         "auto.offset.reset": "error",
+    }
+
+
+def peek_settings(consumer_conf: Mapping[str, str], group_id: str) -> dict[str, str]:
+    """A reader (:func:`reader_settings`) that peeks: it returns as soon as one record is
+    there. ``group_id``: the runners' (same ACLs)."""
+    return {
+        **reader_settings(consumer_conf, group_id),
         "queued.min.messages": "1",
         "fetch.wait.max.ms": "50",
     }

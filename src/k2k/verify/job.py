@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 from k2k.admin.reader import TP, PipelineReader
 from k2k.config import PipelineConfig
 from k2k.errors import ConfigError, K2KError
+from k2k.kafka.peek import reader_settings
 from k2k.pipeline.spark import spark_error_line, start_spark
 from k2k.stages.topicplan import tracing_headers
 from k2k.verify.align import Difference
-from k2k.verify.task import PartitionResult, PartitionTask, reader_settings, verify_partition
+from k2k.verify.task import PartitionResult, PartitionTask, verify_partition
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -38,7 +38,6 @@ __all__ = [
     "MAX_REPORTED",
     "PartitionResult",
     "PartitionTask",
-    "reader_settings",
     "verify_partition",
 ]
 
@@ -48,21 +47,6 @@ MAX_REPORTED = 10
 TRIM_PROBE = 8
 #: Records per ``consume`` call.
 _BATCH = 5_000
-
-
-def reader_settings(props: Mapping[str, str], group_id: str) -> dict[str, str]:
-    """A consumer that only reads: assigned, never joins its group, never commits, reads
-    committed records only and reports the end of each partition. ``group_id`` is never
-    joined; it is set because some ACL setups require one for fetching."""
-    return {
-        **props,
-        "group.id": group_id,
-        "enable.auto.commit": "false",
-        "enable.auto.offset.store": "false",
-        "enable.partition.eof": "true",
-        "isolation.level": "read_committed",
-        "auto.offset.reset": "error",
-    }
 
 
 @dataclass(frozen=True, slots=True)
