@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from k2k.admin.reader import TP, PipelineReader
 from k2k.config import PipelineConfig
-from k2k.errors import ConfigError, K2KError
+from k2k.errors import ClusterError, ConfigError, K2KError
 from k2k.kafka.peek import reader_settings
 from k2k.pipeline.spark import spark_error_line, start_spark
 from k2k.stages.topicplan import tracing_headers
@@ -174,7 +174,7 @@ def _mapped_runs(
     try:
         tail.catch_up(take)
     except SyncTimeout as exc:
-        raise K2KError(f"{exc} (offsetMapping.topic)") from None
+        raise ClusterError(f"{exc} (offsetMapping.topic)") from None
     finally:
         tail.close()
     return out
