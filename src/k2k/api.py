@@ -18,6 +18,7 @@ an example that the tests run, is docs/api.md.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import threading
@@ -98,11 +99,17 @@ class Replicator:
 
             check_environment(os.environ)
         self.config = config
-        self._instance = instance
-        self._standby = standby
-        self._telemetry = telemetry
         self._spark = spark
-        self._on_progress = on_progress
+        # The planner holds one run's state, so each run gets its own (see _claim).
+        self._new_planner = functools.partial(
+            Planner,
+            config,
+            on_tick=on_progress,
+            spark=spark,
+            member=instance,
+            standby=standby,
+            telemetry=telemetry,
+        )
         self._planner: Planner | None = None
         self._stop_requested = False
         self._claimed = False
@@ -211,15 +218,8 @@ class Replicator:
     def _run(self, until_caught_up: bool) -> PipelineStats:
         if self._stop_requested:
             return PipelineStats()
-        planner = Planner(
-            self.config,
-            until_caught_up=until_caught_up,
-            on_tick=self._on_progress,
-            spark=self._spark,
-            after_spark_start=_sigint_restorer(),
-            member=self._instance,
-            standby=self._standby,
-            telemetry=self._telemetry,
+        planner = self._new_planner(
+            until_caught_up=until_caught_up, after_spark_start=_sigint_restorer()
         )
         self._planner = planner
         if self._stop_requested:  # stop() came before it could see the planner

@@ -57,6 +57,7 @@ def test_public_names_are_sorted_and_each_resolves() -> None:
         "load_pipeline",
     ]
     api = importlib.import_module("k2k.api")
+    assert [n for n in k2k.__all__ if n != "__version__"] == api.__all__
     for name in k2k.__all__:
         assert getattr(k2k, name) is not None
         if name != "__version__":
