@@ -171,3 +171,18 @@ def test_stop_from_a_signal_handler_while_run_blocks_the_main_thread(clusters, s
     assert stats.records == 500
     assert _positions(replicator.status()) == {(t, 0): (500, 500)}
     _same_records(clusters, t)
+
+
+def test_a_spark_session_the_program_runs_is_joined_and_left_running(clusters, spark, topic_name):
+    """No ``spark=`` given while the process runs a SparkContext (the tests' shared one, as
+    an embedding Spark application would): the run and verify() join it, stop nothing."""
+    t = topic_name("join")
+    create_topic(clusters.source, t, 2)
+    produce(clusters.source, t, _records(100, 2))
+    replicator = k2k.Replicator(k2k.load_pipeline(pipeline_dict(clusters, topic_name("pj"), [t])))
+
+    assert replicator.run(until_caught_up=True).records == 100
+    assert replicator.verify().ok
+
+    assert spark.sparkContext.parallelize(range(10), 2).sum() == 45  # still running
+    _same_records(clusters, t)
