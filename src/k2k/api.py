@@ -65,8 +65,8 @@ class Replicator:
     one, the replicator joins the SparkContext this process runs (and leaves it running),
     or starts a session from the pipeline's ``spark`` section and stops it when the run
     returns. The executors of a session you pass need k2k importable (docs/spark.md).
-    ``on_progress``: called on the driver about twice a second with
-    the live statistics (keep it quick: it runs in the loop that watches the lease).
+    ``on_progress``: called on the driver about twice a second with the live statistics
+    (keep it quick: it runs in the loop that watches the lease).
 
     Signals: k2k installs no handler. PySpark does: a SparkContext started on the main
     thread replaces SIGINT's handler with one that cancels every Spark job and raises
@@ -100,7 +100,7 @@ class Replicator:
             check_environment(os.environ)
         self.config = config
         self._spark = spark
-        # The planner holds one run's state, so each run gets its own (see _claim).
+        # Made when the run starts, with the run's own arguments (until_caught_up, ...).
         self._new_planner = functools.partial(
             Planner,
             config,
