@@ -95,7 +95,7 @@ def _property_problems(props: Mapping[str, str | SecretStr]) -> list[Problem]:
             what = "not an http(s) URL"
             expected = "e.g. http://registry:8081 (several: comma-separated)"
             problems.append((("schema.registry.url",), describe(what, got=url, expected=expected)))
-    source = str(props.get("basic.auth.credentials.source", "USER_INFO")).upper()
+    source = reveal(props.get("basic.auth.credentials.source", "USER_INFO")).upper()
     if source not in ("USER_INFO", "URL"):
         problems.append(
             (
@@ -103,7 +103,7 @@ def _property_problems(props: Mapping[str, str | SecretStr]) -> list[Problem]:
                 describe("not supported", got=source, expected="USER_INFO or URL"),
             )
         )
-    store = str(props.get("schema.registry.ssl.truststore.type", "PEM")).upper()
+    store = reveal(props.get("schema.registry.ssl.truststore.type", "PEM")).upper()
     if store != "PEM":
         what = "only PEM files can be read outside the JVM"
         expected = "PEM (convert the store: keytool -exportcert -rfc)"

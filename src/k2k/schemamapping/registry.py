@@ -90,7 +90,7 @@ class SchemaRecord:
         return body
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class RegistryEndpoint:
     """Where and how to reach one registry; picklable (it travels in the lease spec).
 
@@ -137,6 +137,9 @@ class RegistryEndpoint:
             request_timeout_s=request_timeout_s,
             retry_timeout_s=retry_timeout_s,
         )
+
+    def __repr__(self) -> str:
+        return f"RegistryEndpoint({self.shown()})"
 
     def shown(self) -> str:
         """The registry for messages: cluster and URLs without any user:password."""
