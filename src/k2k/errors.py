@@ -11,6 +11,7 @@ prints one line and exits non-zero (see ``k2k.cli``). Anything else reaching the
     │   ├── TopicError         a topic is missing or misconfigured on a cluster
     │   └── Unavailable        a cluster did not answer in time: transient, waited out
     ├── ReplicationError       a record or batch could not be replicated (carries a locator)
+    │   └── SchemaMappingError a record's schema id could not be mapped to the target registry
     ├── ControlRecordError     a control-topic record cannot be decoded
     ├── VerifyMismatch         ``k2k verify`` found the target differing from the source
     ├── LocalClusterError      the embedded Kafka installation or brokers misbehave
@@ -28,6 +29,7 @@ __all__ = [
     "OffsetMappingError",
     "PackageError",
     "ReplicationError",
+    "SchemaMappingError",
     "TopicError",
     "Unavailable",
     "VerifyMismatch",
@@ -72,6 +74,18 @@ class ReplicationError(K2KError):
     """Raised when records cannot be delivered to the target (e.g. a record too large).
 
     The message carries the source locator ``topic[partition]@offset`` when one is known.
+    """
+
+
+class SchemaMappingError(ReplicationError):
+    """Raised when a record's schema id cannot be mapped (``features.schemaMapping``): a
+    registry that did not answer within ``schemaMapping.retryTimeout``, a schema id the source
+    registry does not know, a schema the target registry refuses (incompatible), or a record
+    not in wire format under ``onNonWireFormat: fail``. The record is not written; exactly-once
+    aborts the open transaction.
+
+    The message names the record ``topic[partition]@offset``, the subject and the source id.
+    Operator action: check the registry named, or the subject's compatibility on the target.
     """
 
 

@@ -333,8 +333,13 @@ CASES = [
     ),
     pytest.param(
         {"features": {"schemaMapping": True}},
-        "features.schemaMapping: 'enabled' is not supported yet by this k2k version",
-        id="schema-mapping-enabled",
+        "source.registry.config.schema.registry.url: missing: features.schemaMapping is enabled",
+        id="schema-mapping-without-registries",
+    ),
+    pytest.param(
+        {"target": {"registry": {"config": {"schema.registry.url": "registry:8081"}}}},
+        "target.registry.config.schema.registry.url: not an http(s) URL, got 'registry:8081'",
+        id="registry-url-without-scheme",
     ),
     pytest.param(
         {"features": {"bidirectionalReplication": "enabled"}},
@@ -529,7 +534,7 @@ def test_missing_required_sections(problems: Any) -> None:
 def test_all_problems_are_reported_at_once(problems: Any) -> None:
     lines = problems(
         {
-            "features": {"schemaMapping": "enabled", "exactlyOnse": "x"},
+            "features": {"bidirectionalReplication": "enabled", "exactlyOnse": "x"},
             "coordination": {"commit": {"batchSize": 0}},
             "spark": {"parallelism": 0},
             "target": {
@@ -542,7 +547,7 @@ def test_all_problems_are_reported_at_once(problems: Any) -> None:
     )
     starts = [line.split(":", 1)[0] for line in lines]
     assert starts == [
-        "features.schemaMapping",
+        "features.bidirectionalReplication",
         "features.exactlyOnse",
         "target.kafka.producer.max.poll.records",
         "target.kafka.producer.transactional.id",

@@ -55,7 +55,8 @@ def test_the_k2k_reference_file_loads_unchanged() -> None:
         "group.id": "k2k.my-pipeline",
     }
     assert cfg.target_client("producer") == {"bootstrap.servers": "tgt:9092"}
-    assert cfg.schema_mapping["topics"][0]["pattern"] == "orders-.*"
+    assert cfg.schema_mapping.facets("orders-eu") == (False, True)
+    assert cfg.target.registry.url == "http://tgt-sr:8081"
 
 
 def test_a_single_path_string_is_accepted(tmp_path: Path) -> None:

@@ -23,6 +23,8 @@ ALLOWED = {
     "observability": {"errors", "kafka", "coordination"},
     "offsetmapping": {"errors", "formats", "kafka", "coordination"},
     "controltopics": {"errors", "config", "kafka", "coordination"},
+    # Schema mapping: the registry client and the per-topic transform the runners apply.
+    "schemamapping": {"errors", "config"},
     # Below the pipeline: runners feed it through the observer, the planner through stats.
     "metrics": {"errors", "formats", "kafka", "config", "controltopics"},
     "admin": {"errors", "formats", "stages", "config", "kafka", "coordination", "controltopics"},

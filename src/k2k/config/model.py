@@ -53,6 +53,11 @@ from k2k.config.routing import (
     parse_sink_topic,
     routing_to_yaml,
 )
+from k2k.config.schema_mapping import (
+    RegistryConnection,
+    SchemaMapping,
+    schema_mapping_problems,
+)
 from k2k.config.topics import TopicCreation
 from k2k.errors import ConfigError
 from k2k.stages.selection import TopicSelection
@@ -132,7 +137,6 @@ class TracingToggles(K2KModel):
 
 
 _UNSUPPORTED_FEATURES = {
-    "schema_mapping": "schema ids are copied unchanged when it is 'disabled'",
     "bidirectional_replication": "replication is one-way when it is 'disabled'",
 }
 
@@ -161,7 +165,9 @@ class Features(K2KModel):
     )
     schema_mapping: Flag = Field(
         False,
-        description="Rewrite schema ids between registries. Not supported yet: must be `disabled`.",
+        description="Rewrite the schema ids of wire-format keys and values from the source "
+        "registry's to the target registry's, registering schemas there (`schemaMapping`, "
+        "`source.registry`, `target.registry`; docs/schema-mapping.md).",
     )
     optimize_offset_commit_partition: Flag = Field(
         True,
@@ -341,8 +347,8 @@ class _Cluster(K2KModel):
 
 
 _REGISTRY = (
-    "Schema registry client settings (e.g. `config: {schema.registry.url: ...}`); accepted for "
-    "K2K compatibility, not used yet."
+    "The cluster's schema registry (`config: {schema.registry.url: ...}`), used by "
+    "`features.schemaMapping`."
 )
 
 
@@ -359,7 +365,7 @@ class SourceCluster(_Cluster):
         validate_default=True,
         description="Kafka clients of the source cluster.",
     )
-    registry: FreeMapping = Field(default_factory=dict, description=_REGISTRY)
+    registry: RegistryConnection = Field(default_factory=RegistryConnection, description=_REGISTRY)
     connect_timeout: Duration = Field(
         timedelta(seconds=15),
         description="How long k2k waits for the source cluster to answer at start and for "
@@ -381,7 +387,7 @@ class TargetCluster(_Cluster):
         validate_default=True,
         description="Kafka clients of the target cluster.",
     )
-    registry: FreeMapping = Field(default_factory=dict, description=_REGISTRY)
+    registry: RegistryConnection = Field(default_factory=RegistryConnection, description=_REGISTRY)
     connect_timeout: Duration = Field(
         timedelta(seconds=15),
         description="How long k2k waits for the target cluster to answer at start and for "
@@ -827,7 +833,11 @@ class PipelineConfig(K2KModel):
         default_factory=Coordination, description="Control topics on the target."
     )
     tracing: Tracing = Field(default_factory=Tracing, description="Record tracing.")
-    schema_mapping: FreeMapping = Field(default_factory=dict, description=_NOT_USED)
+    schema_mapping: SchemaMapping = Field(
+        default_factory=SchemaMapping,
+        description="Which topics' keys and values get their schema ids rewritten "
+        "(`features.schemaMapping`), subjects and failure policies.",
+    )
     bidirectional: FreeMapping = Field(default_factory=dict, description=_NOT_USED)
     offset_mapping: OffsetMappingSettings = Field(
         default_factory=OffsetMappingSettings,
@@ -893,6 +903,15 @@ class PipelineConfig(K2KModel):
             )
         if self.features.exactly_once:
             problems.extend(self._exactly_once_problems())
+        problems.extend(
+            schema_mapping_problems(
+                self.features.schema_mapping,
+                self.source.registry,
+                self.target.registry,
+                self.schema_mapping,
+                self._transaction_timeout_ms() if self.features.exactly_once else None,
+            )
+        )
         _raise(problems)
         return self
 
@@ -900,7 +919,7 @@ class PipelineConfig(K2KModel):
         """Transactions must outlive a commit batch, and records must not outlive them."""
         props = self.target.client("producer")
         path = ("target", "kafka", "producer")
-        txn_ms = int(props.get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS))
+        txn_ms = self._transaction_timeout_ms()
         out: list[Problem] = []
         batch_ms = self.coordination.commit.batch_timeout.total_seconds() * 1000
         if batch_ms * 2 > txn_ms:
@@ -928,6 +947,10 @@ class PipelineConfig(K2KModel):
                 )
             )
         return out
+
+    def _transaction_timeout_ms(self) -> int:
+        props = self.target.client("producer")
+        return int(props.get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS))
 
     @property
     def commit_group(self) -> str:

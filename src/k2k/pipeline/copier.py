@@ -143,12 +143,16 @@ class RecordCopier:
         last = end - 1
         size = 0
         headers: Any  # a list: the stub also allows a dict, which consumed records never hold
+        # A transform (schema mapping) rewrites the whole run first: one call per run.
+        rewritten = transform(msgs, first, end) if transform is not None else None
         for k in range(first, end):
             m = msgs[k]
-            value = m.value()
-            key = m.key()
-            if transform is not None:
-                key, value = transform(key, value)
+            if rewritten is None:
+                value = m.value()
+                key = m.key()
+            else:
+                key = rewritten[0][k - first]
+                value = rewritten[1][k - first]
             headers = m.headers() if keep_headers else None
             if tracing is not None:
                 headers = headers if headers is not None else []

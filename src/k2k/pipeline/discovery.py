@@ -31,6 +31,7 @@ from k2k.config import PipelineConfig
 from k2k.errors import K2KError, ReplicationError, TopicError
 from k2k.kafka.admin import ClusterView, TopicInfo
 from k2k.pipeline.positions import StartPositions
+from k2k.schemamapping import schema_transforms
 from k2k.stages import TopicPlan, TopicRouter, compile_topic_plans
 
 __all__ = ["Discovery"]
@@ -68,6 +69,8 @@ class Discovery:
         self.on_records_lost: Callable[[str, int, int], None] | None = None
         self._routes: dict[str, str] = {}
         self._plans: dict[str, TopicPlan] = {}
+        #: Schema-id rewriting per topic; one mapper (one cache per runner task) for all.
+        self._transforms = schema_transforms(cfg)
         self._unrouted_logged: set[str] = set()
 
     def discover(
@@ -111,7 +114,7 @@ class Discovery:
             self._ensure_targets({t: selected[t] for t in new})
             routes = {t: self.router.route(t) or t for t in new}
             self._routes.update(routes)
-            self._plans.update(compile_topic_plans(self.cfg, routes))
+            self._plans.update(compile_topic_plans(self.cfg, routes, self._transforms))
             self._remember_target_ids(set(routes.values()))
         self._resolve_starts(selected, positions, recreated)
         # Last: a pass that failed before this point finds the same differences again.

@@ -7,9 +7,9 @@ fields into locals at the start of a run; a ``transform`` of None keeps the fast
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from k2k.stages.headers import TracingHeaders
 from k2k.stages.partitioning import PartitionRule, partition_rule
@@ -17,16 +17,29 @@ from k2k.stages.partitioning import PartitionRule, partition_rule
 if TYPE_CHECKING:
     from k2k.config import PipelineConfig
 
-__all__ = ["RecordTransform", "TopicPlan", "compile_topic_plans", "tracing_headers"]
+__all__ = [
+    "RecordTransform",
+    "TopicPlan",
+    "TransformFactory",
+    "compile_topic_plans",
+    "tracing_headers",
+]
 
 
 class RecordTransform(Protocol):
-    """An optional per-record rewrite of key and value (e.g. schema ids). It must be
-    picklable; clients it needs are built lazily on the executor, at its first call."""
+    """An optional rewrite of keys and values (e.g. schema ids), called once per run of
+    records ``msgs[first:end]`` (one source partition) with the consumed messages; returns
+    the run's keys and values, in order. It must be picklable; clients it needs are built
+    lazily on the executor, at its first call. It raises a ``K2KError`` for a record it
+    cannot rewrite, before anything of that record is produced."""
 
     def __call__(
-        self, key: bytes | None, value: bytes | None
-    ) -> tuple[bytes | None, bytes | None]: ...
+        self, msgs: Sequence[Any], first: int, end: int
+    ) -> tuple[list[bytes | None], list[bytes | None]]: ...
+
+
+#: Builds a topic's transform from (source topic, target topic); None: the topic has none.
+TransformFactory = Callable[[str, str], RecordTransform | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +78,13 @@ def tracing_headers(cfg: PipelineConfig) -> TracingHeaders | None:
     )
 
 
-def compile_topic_plans(cfg: PipelineConfig, routes: Mapping[str, str]) -> dict[str, TopicPlan]:
-    """One plan per routed source topic (``routes``: source topic -> target topic)."""
+def compile_topic_plans(
+    cfg: PipelineConfig,
+    routes: Mapping[str, str],
+    transforms: TransformFactory | None = None,
+) -> dict[str, TopicPlan]:
+    """One plan per routed source topic (``routes``: source topic -> target topic);
+    ``transforms`` gives each topic's optional transform (schema mapping)."""
     tracing = tracing_headers(cfg)
     partitioning = partition_rule(cfg.replication.sink.partition)
     return {
@@ -77,6 +95,7 @@ def compile_topic_plans(cfg: PipelineConfig, routes: Mapping[str, str]) -> dict[
             keep_headers=cfg.features.header_replication,
             keep_timestamp=cfg.features.keep_record_creation_timestamp,
             tracing=tracing,
+            transform=transforms(source, target) if transforms is not None else None,
         )
         for source, target in routes.items()
     }

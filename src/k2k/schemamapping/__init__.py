@@ -1,0 +1,51 @@
+"""Schema mapping (``features.schemaMapping``): rewrite Confluent wire-format schema ids from
+the source registry's to the target registry's (docs/schema-mapping.md).
+
+* :mod:`~k2k.schemamapping.registry` — the Confluent API calls, retries and failure classes;
+* :mod:`~k2k.schemamapping.mapper` — the per-runner resolver with its caches, and the
+  per-topic transform the copier applies to each run of records.
+
+:func:`schema_transforms` is the planner's entry point: it decides per topic, once, which
+facets are mapped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from k2k.schemamapping.mapper import SchemaIdRewrite, SchemaMapper
+from k2k.schemamapping.registry import RegistryEndpoint
+
+if TYPE_CHECKING:
+    from k2k.config import PipelineConfig
+
+__all__ = ["SchemaIdRewrite", "SchemaMapper", "schema_mapper", "schema_transforms"]
+
+
+def schema_mapper(cfg: PipelineConfig) -> SchemaMapper:
+    """Runs on: driver. The pipeline's mapper (no client, no cache until an executor uses it)."""
+    sm = cfg.schema_mapping
+    request_s, retry_s = sm.request_timeout.total_seconds(), sm.retry_timeout.total_seconds()
+    return SchemaMapper(
+        RegistryEndpoint.from_config("source", cfg.source.registry, request_s, retry_s),
+        RegistryEndpoint.from_config("target", cfg.target.registry, request_s, retry_s),
+        key_strategy=sm.subject_name_strategy.key,
+        value_strategy=sm.subject_name_strategy.value,
+        on_non_wire_format=sm.on_non_wire_format,
+    )
+
+
+def schema_transforms(cfg: PipelineConfig) -> Callable[[str, str], SchemaIdRewrite | None] | None:
+    """Runs on: driver. None when schema mapping is off; else a function of (source topic,
+    target topic) giving the topic's transform, or None when the rules map neither facet.
+    Every transform of one call shares one mapper, hence one cache per runner task."""
+    if not cfg.features.schema_mapping:
+        return None
+    mapper = schema_mapper(cfg)
+
+    def transform(source: str, target: str) -> SchemaIdRewrite | None:
+        keys, values = cfg.schema_mapping.facets(source)
+        return SchemaIdRewrite(mapper, target, keys, values) if keys or values else None
+
+    return transform

@@ -1,0 +1,239 @@
+"""Schema-id mapping: source registry ids to target registry ids, resolved once, cached.
+
+Runs on: executor. One :class:`SchemaMapper` per runner task (the lease spec pickles one and
+every topic's :class:`SchemaIdRewrite` refers to it, so they share its caches and clients);
+clients are created at the first cache miss.
+
+Per record (:meth:`SchemaIdRewrite.__call__`, once per run of records): a 5-byte slice, one
+dict lookup and a splice of the new 5-byte prefix before the unchanged payload (for Protobuf
+the message indexes after the id are payload, so they stay). Only an unseen prefix costs more:
+:meth:`SchemaIdRewrite._miss` checks the wire format, and :meth:`SchemaMapper.target_id`
+fetches the schema (with its references, recursively) from the source registry and registers
+it under the target subject, one round trip per schema and never again for this runner.
+
+Invariants:
+  * a prefix in a rewrite's table maps to the id the target registry returned for the same
+    schema text, type and references under that topic's subject: no record is written with an
+    id that was guessed or defaulted;
+  * a failure raises before the record is produced (the caller writes nothing of it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from confluent_kafka import Message
+
+from k2k.errors import SchemaMappingError
+from k2k.schemamapping.registry import (
+    RegistryClient,
+    RegistryEndpoint,
+    RegistryFailure,
+    SchemaRecord,
+)
+
+__all__ = ["SchemaIdRewrite", "SchemaMapper", "record_name", "subject_for"]
+
+Facet = Literal["key", "value"]
+Refs = tuple[tuple[str, str, int], ...]
+
+_MAGIC = 0
+_PREFIX = 5
+_MAX_REFERENCE_DEPTH = 32
+
+
+class _NameError(RegistryFailure):
+    """The schema has no record name a record-name strategy could use."""
+
+
+def record_name(schema: SchemaRecord) -> str:
+    """The full record name of a schema, for the record-name strategies.
+
+    >>> record_name(SchemaRecord('{"type":"record","name":"P","namespace":"x","fields":[]}'))
+    'x.P'
+    >>> record_name(SchemaRecord('{"title":"Person","type":"object"}', "JSON"))
+    'Person'
+    """
+    if schema.schema_type == "PROTOBUF":
+        raise _NameError(
+            "record-name strategies are not supported for Protobuf schemas yet; use "
+            "TopicNameStrategy for this facet"
+        )
+    try:
+        parsed = json.loads(schema.schema)
+    except ValueError:
+        parsed = None
+    if schema.schema_type == "JSON":
+        title = parsed.get("title") if isinstance(parsed, dict) else None
+        if isinstance(title, str) and title:
+            return title
+        raise _NameError("the JSON schema has no 'title' for a record-name strategy")
+    if isinstance(parsed, dict) and parsed.get("type") in ("record", "enum", "fixed"):
+        name, space = str(parsed.get("name", "")), parsed.get("namespace")
+        if name:
+            return name if "." in name or not space else f"{space}.{name}"
+    raise _NameError("the Avro schema is not a named record for a record-name strategy")
+
+
+def subject_for(strategy: str, topic: str, facet: Facet, schema: SchemaRecord) -> str:
+    """The target subject of ``schema`` under ``strategy`` (Confluent's naming).
+
+    >>> subject_for("TopicNameStrategy", "dr.orders", "value", SchemaRecord('"string"'))
+    'dr.orders-value'
+    """
+    if strategy == "TopicNameStrategy":
+        return f"{topic}-{facet}"
+    name = record_name(schema)
+    return name if strategy == "RecordNameStrategy" else f"{topic}-{name}"
+
+
+@dataclass
+class SchemaMapper:
+    """Runs on: executor (built on the driver, pickled without clients or caches).
+
+    Resolves source ids to target ids: ``target_id(source_id, facet, topic)``."""
+
+    source: RegistryEndpoint
+    target: RegistryEndpoint
+    key_strategy: str = "TopicNameStrategy"
+    value_strategy: str = "TopicNameStrategy"
+    on_non_wire_format: Literal["pass", "fail"] = "pass"
+    #: Schemas the target registry returned an id for (a counter for metrics and tests).
+    registered: int = 0
+    _clients: dict[str, RegistryClient] = field(default_factory=dict, repr=False)
+    _schemas: dict[int, SchemaRecord] = field(default_factory=dict, repr=False)
+    _ids: dict[tuple[str, int], int] = field(default_factory=dict, repr=False)
+    _versions: dict[tuple[str, int], int] = field(default_factory=dict, repr=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        for name in ("_clients", "_schemas", "_ids", "_versions"):
+            state[name] = {}
+        return state
+
+    def _client(self, which: Literal["source", "target"]) -> RegistryClient:
+        client = self._clients.get(which)
+        if client is None:
+            client = self._clients[which] = RegistryClient(getattr(self, which))
+        return client
+
+    def source_schema(self, source_id: int) -> SchemaRecord:
+        """The source registry's schema of ``source_id`` (cached)."""
+        schema = self._schemas.get(source_id)
+        if schema is None:
+            schema = self._schemas[source_id] = self._client("source").schema_by_id(source_id)
+        return schema
+
+    def subject(self, facet: Facet, topic: str, schema: SchemaRecord) -> str:
+        strategy = self.key_strategy if facet == "key" else self.value_strategy
+        return subject_for(strategy, topic, facet, schema)
+
+    def target_id(self, source_id: int, subject: str, schema: SchemaRecord) -> int:
+        """The target registry's id of ``schema`` under ``subject``, registering it (and its
+        references, under their own subjects) when new."""
+        known = self._ids.get((subject, source_id))
+        if known is None:
+            refs = self._target_refs(schema.references, 0)
+            known = self._client("target").register(subject, schema, refs)
+            self._ids[(subject, source_id)] = known
+            self.registered += 1
+        return known
+
+    def _target_refs(self, refs: Refs, depth: int) -> Refs:
+        """``refs`` with each version replaced by the version the target registry gave the
+        same schema under the same subject (registered there first, depth first)."""
+        if not refs:
+            return ()
+        if depth > _MAX_REFERENCE_DEPTH:
+            raise RegistryFailure(f"schema references nest deeper than {_MAX_REFERENCE_DEPTH}")
+        out = []
+        for name, subject, version in refs:
+            target_version = self._versions.get((subject, version))
+            if target_version is None:
+                schema = self._client("source").version(subject, version)
+                nested = self._target_refs(schema.references, depth + 1)
+                target = self._client("target")
+                target.register(subject, schema, nested)
+                target_version = target.lookup_version(subject, schema, nested)
+                self._versions[(subject, version)] = target_version
+                self.registered += 1
+            out.append((name, subject, target_version))
+        return tuple(out)
+
+
+@dataclass
+class SchemaIdRewrite:
+    """The schema-id transform of one topic (a :class:`~k2k.stages.topicplan.RecordTransform`).
+
+    Runs on: executor, once per run of records; returns the run's keys and values with
+    wire-format prefixes replaced. ``keys``/``values`` False leave that facet untouched.
+    """
+
+    mapper: SchemaMapper
+    target_topic: str
+    keys: bool
+    values: bool
+    _key_ids: dict[bytes, bytes] = field(default_factory=dict, repr=False)
+    _value_ids: dict[bytes, bytes] = field(default_factory=dict, repr=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_key_ids": {}, "_value_ids": {}}
+
+    def __call__(
+        self, msgs: Sequence[Message], first: int, end: int
+    ) -> tuple[list[bytes | None], list[bytes | None]]:
+        kmap = self._key_ids if self.keys else None
+        vmap = self._value_ids if self.values else None
+        keys: list[bytes | None] = []
+        values: list[bytes | None] = []
+        add_key, add_value = keys.append, values.append
+        for k in range(first, end):
+            m = msgs[k]
+            key = m.key()
+            if kmap is not None and key is not None:
+                new = kmap.get(key[:_PREFIX])
+                key = new + key[_PREFIX:] if new is not None else self._miss("key", key, m)
+            value = m.value()
+            if vmap is not None and value is not None:
+                new = vmap.get(value[:_PREFIX])
+                value = new + value[_PREFIX:] if new is not None else self._miss("value", value, m)
+            add_key(key)
+            add_value(value)
+        return keys, values
+
+    def _miss(self, facet: Facet, data: bytes, m: Message) -> bytes:
+        """An unseen prefix: not wire format (the policy decides), or a new source id."""
+        if len(data) < _PREFIX or data[0] != _MAGIC:
+            if self.mapper.on_non_wire_format == "pass":
+                return data
+            raise SchemaMappingError(
+                f"cannot map the schema id of {_locator(m)} ({facet}): not in wire format "
+                f"(first byte {data[:1].hex() or 'none'}, {len(data)} bytes) and "
+                "schemaMapping.onNonWireFormat is 'fail'"
+            )
+        source_id = int.from_bytes(data[1:_PREFIX], "big")
+        mapper = self.mapper
+        strategy = mapper.key_strategy if facet == "key" else mapper.value_strategy
+        subject = (  # for the message: a record-name subject is known once the schema is read
+            f"{self.target_topic}-{facet}" if strategy == "TopicNameStrategy" else "(unread)"
+        )
+        try:
+            schema = mapper.source_schema(source_id)
+            subject = mapper.subject(facet, self.target_topic, schema)
+            target_id = mapper.target_id(source_id, subject, schema)
+        except RegistryFailure as exc:
+            raise SchemaMappingError(
+                f"cannot map the schema id of {_locator(m)} ({facet}): subject {subject!r}, "
+                f"source schema id {source_id}: {exc}"
+            ) from None
+        prefix = bytes((_MAGIC,)) + target_id.to_bytes(4, "big")
+        table = self._key_ids if facet == "key" else self._value_ids
+        table[data[:_PREFIX]] = prefix
+        return prefix + data[_PREFIX:]
+
+
+def _locator(m: Message) -> str:
+    return f"{m.topic()}[{m.partition()}]@{m.offset()}"
