@@ -267,7 +267,7 @@ CASES = [
     pytest.param(
         stages({"topic": "a"}, {"partition": "random"}),
         "replication.sink.partition: invalid value, got 'random'; "
-        "expected one of: source, hash (also accepted: key, murmur2)",
+        "expected one of: source, hash, producer (also accepted: key, murmur2 for hash)",
         id="bad-partition-mapping",
     ),
     pytest.param(
@@ -563,3 +563,30 @@ def test_config_error_message_joins_the_lines(problems: Any) -> None:
     assert str(caught.value) == "; ".join(caught.value.problems)
     assert caught.value.__cause__ is None
     assert caught.value.__suppress_context__
+
+
+@pytest.mark.parametrize(("partition", "layer"), [("hash", "producer"), ("source", "common")])
+def test_a_partitioner_outside_partition_producer_is_refused(problems, partition, layer):
+    lines = problems(
+        {
+            "replication": [{"source": {"topic": "a"}}, {"sink": {"partition": partition}}],
+            "target": {"kafka": {layer: {"partitioner": "random"}}},
+        }
+    )
+    assert lines == [
+        f"target.kafka.{layer}.partitioner: has no effect with replication.sink.partition: "
+        f"{partition}, got 'random'; expected partition: producer, to let the target "
+        "producer's partitioner place records"
+    ]
+
+
+def test_java_partitioner_class_is_refused_with_the_librdkafka_alternative(problems):
+    lines = problems(
+        {
+            "replication": [{"source": {"topic": "a"}}, {"sink": {"partition": "producer"}}],
+            "target": {"kafka": {"producer": {"partitioner.class": "com.acme.MyPartitioner"}}},
+        }
+    )
+    assert len(lines) == 1
+    assert lines[0].startswith("target.kafka.producer.partitioner.class: not supported")
+    assert "with partition: producer set librdkafka's partitioner instead" in lines[0]

@@ -128,6 +128,8 @@ def test_replication_also_reads_the_mapping_form(build: Any) -> None:
         ("key", "hash"),
         ("murmur2", "hash"),
         ("Murmur2", "hash"),
+        ("producer", "producer"),
+        ("Producer", "producer"),
     ],
 )
 def test_partition_spellings(build: Any, spelling: str, normalised: str) -> None:

@@ -445,7 +445,14 @@ class SourceStage(K2KModel):
         )
 
 
-_PARTITION_SPELLINGS = {"source": "source", "hash": "hash", "key": "hash", "murmur2": "hash"}
+_PARTITION_SPELLINGS = {
+    "source": "source",
+    "hash": "hash",
+    "key": "hash",
+    "murmur2": "hash",
+    "producer": "producer",
+}
+_PARTITION_EXPECTED = "one of: source, hash, producer (also accepted: key, murmur2 for hash)"
 
 
 class SinkStage(K2KModel):
@@ -464,13 +471,22 @@ class SinkStage(K2KModel):
         "the map are not replicated).",
     )
     partition: Annotated[
-        Literal["source", "hash"],
-        FieldDoc("source | hash", "one of: source, hash (also accepted: key, murmur2)"),
+        Literal["source", "hash", "producer"],
+        FieldDoc("source | hash | producer", _PARTITION_EXPECTED),
     ] = Field(
         "source",
         description="`source`: the record keeps its partition number (the target topic needs at "
         "least as many partitions). `hash`: the partition is chosen from the key with Kafka's "
-        "murmur2 hash, as a Java producer would (`key` and `murmur2` are accepted spellings).",
+        "murmur2 hash, as a Java producer would (`key` and `murmur2` are accepted spellings). "
+        "`producer` (K2K's producer-defined partitioning): the target producer places each "
+        "record with its partitioner, librdkafka's `partitioner` in `target.kafka.producer` "
+        "(default `murmur2_random`, the Java producer's default placement, so keyed records "
+        "land as with `hash`; also `consistent_random`, `random`, `fnv1a_random`, ...; Java's "
+        "`partitioner.class` cannot run and is refused). With `hash` and `producer`, null keys "
+        "go to a partition chosen at random and kept for `sticky.partitioning.linger.ms` "
+        "(librdkafka's sticky partitioning, like the Java producer's): null-keyed records of "
+        "one source partition spread over the target partitions and lose their relative order "
+        "across them. `k2k verify` expects the murmur2 placement of keyed records.",
     )
 
     @field_validator("topic", mode="before")
@@ -485,8 +501,9 @@ class SinkStage(K2KModel):
             _PARTITION_SPELLINGS.get(value.strip().lower()) if isinstance(value, str) else None
         )
         if spelling is None:
-            expected = "one of: source, hash (also accepted: key, murmur2)"
-            raise problems_error([((), describe("invalid value", got=value, expected=expected))])
+            raise problems_error(
+                [((), describe("invalid value", got=value, expected=_PARTITION_EXPECTED))]
+            )
         return spelling
 
 
@@ -893,8 +910,28 @@ class PipelineConfig(K2KModel):
             )
         if self.features.exactly_once:
             problems.extend(self._exactly_once_problems())
+        problems.extend(self._partitioner_problems())
         _raise(problems)
         return self
+
+    def _partitioner_problems(self) -> list[Problem]:
+        """librdkafka's ``partitioner`` decides only with ``partition: producer``: elsewhere
+        it would be silently overridden (``hash``) or unused (``source``)."""
+        partition = self.replication.sink.partition
+        if partition == "producer":
+            return []
+        kafka = self.target.kafka
+        what = f"has no effect with replication.sink.partition: {partition}"
+        expected = "partition: producer, to let the target producer's partitioner place records"
+        return [
+            (
+                ("target", "kafka", layer, "partitioner"),
+                describe(what, got=props[key], expected=expected),
+            )
+            for layer, props in (("common", kafka.common), ("producer", kafka.producer))
+            for key in props
+            if key == "partitioner"
+        ]
 
     def _exactly_once_problems(self) -> list[Problem]:
         """Transactions must outlive a commit batch, and records must not outlive them."""
