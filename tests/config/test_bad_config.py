@@ -244,6 +244,23 @@ CASES = [
         id="bad-listed-topic",
     ),
     pytest.param(
+        stages({"topic": "orders.*", "exclude": "orders[("}, {}),
+        "replication.source.exclude: invalid regular expression (unterminated character set at "
+        "position 6), got 'orders[('; expected a regular expression matched against whole "
+        "topic names, or a list of exact topic names",
+        id="invalid-exclude-regex",
+    ),
+    pytest.param(
+        stages({"topic": "orders.*", "exclude": ["orders.test", "bad topic"]}, {}),
+        "replication.source.exclude[1]: invalid topic name, got 'bad topic'",
+        id="bad-excluded-topic",
+    ),
+    pytest.param(
+        stages({"topic": "orders.*", "exclude": {"regex": "x"}}, {}),
+        "replication.source.exclude: wrong type, got {'regex': 'x'}",
+        id="exclude-wrong-type",
+    ),
+    pytest.param(
         {"replication": [{"source": {"topic": "a"}}, {"source": {"topic": "b"}}, {"sink": {}}]},
         "replication[1].source: a second 'source' stage, got {'topic': 'b'}; "
         "expected exactly one source item",

@@ -245,3 +245,31 @@ def test_config_is_frozen_and_picklable(build: Any) -> None:
 def test_model_validate_is_the_same_rules() -> None:
     with pytest.raises(ValidationError):
         PipelineConfig.model_validate({**MINIMAL, "name": ""})
+
+
+@pytest.mark.parametrize("exclude", ["orders\\.test.*", ["orders.test1", "orders.test2"]])
+def test_source_exclude_wins_over_topic(build: Any, exclude: Any) -> None:
+    cfg = build(
+        {"replication": [{"source": {"topic": "orders.*", "exclude": exclude}}, {"sink": {}}]}
+    )
+    assert cfg.replication.source.exclude == exclude
+    selection = cfg.topic_selection()
+    chosen = [
+        t
+        for t in ["orders", "orders.test1", "orders.test2", "orders.eu"]
+        if selection.should_replicate(t)
+    ]
+    assert chosen == ["orders", "orders.eu"]
+    assert build().replication.source.exclude is None
+
+
+def test_excluded_listed_topics_need_no_map_entry(build: Any) -> None:
+    cfg = build(
+        {
+            "replication": [
+                {"source": {"topic": ["orders", "payments"], "exclude": ["payments"]}},
+                {"sink": {"topic": {"map": {"orders": "o2"}}}},
+            ]
+        }
+    )
+    assert not cfg.topic_selection().should_replicate("payments")

@@ -406,7 +406,7 @@ class SourceStage(K2KModel):
         description="A regular expression (Python `re` syntax, which agrees with Java's for the "
         "usual patterns) matched against the whole topic name, e.g. `orders\\..*`; or a list of "
         "exact topic names. Internal topics (`__*`, `.*`, `*.internal`) and k2k's control topics "
-        "are never replicated."
+        "are never replicated, nor are those `exclude` names."
     )
     discovery_interval: Duration = Field(
         timedelta(seconds=30),
@@ -416,33 +416,50 @@ class SourceStage(K2KModel):
         "Not with `--until-caught-up`, which checks at lease boundaries only.",
     )
 
+    exclude: Annotated[
+        str | list[str] | None,
+        FieldDoc("regex string | list of topic names | null", _SELECTION_EXPECTED),
+    ] = Field(
+        None,
+        description="Source topics not to replicate although `topic` selects them: a regular "
+        "expression matched against the whole topic name, or a list of exact topic names. "
+        "Exclude wins over `topic`, e.g. `topic: 'orders\\..*'` with `exclude: "
+        "'orders\\.test.*'`; null excludes nothing.",
+    )
+
     @field_validator("topic", mode="before")
     @classmethod
     def _selection(cls, value: Any) -> str | list[str]:
-        if isinstance(value, str):
-            if not value:
-                raise problems_error(
-                    [((), describe("empty", got=value, expected=_SELECTION_EXPECTED))]
-                )
-            try:
-                re.compile(value)
-            except re.error as exc:
-                what = f"invalid regular expression ({exc})"
-                raise problems_error(
-                    [((), describe(what, got=value, expected=_SELECTION_EXPECTED))]
-                ) from None
-            return value
-        if isinstance(value, list) and value:
-            problems: list[Problem] = [
-                ((index,), problem)
-                for index, name in enumerate(value)
-                if (problem := check_topic_name(name)) is not None
-            ]
-            _raise(problems)
-            return list(value)
-        raise problems_error(
-            [((), describe("wrong type", got=value, expected=_SELECTION_EXPECTED))]
-        )
+        return _topic_names(value)
+
+    @field_validator("exclude", mode="before")
+    @classmethod
+    def _exclusion(cls, value: Any) -> str | list[str] | None:
+        return None if value is None else _topic_names(value)
+
+
+def _topic_names(value: Any) -> str | list[str]:
+    """A topic selection's value: a valid regex string, or a non-empty list of topic names."""
+    if isinstance(value, str):
+        if not value:
+            raise problems_error([((), describe("empty", got=value, expected=_SELECTION_EXPECTED))])
+        try:
+            re.compile(value)
+        except re.error as exc:
+            what = f"invalid regular expression ({exc})"
+            raise problems_error(
+                [((), describe(what, got=value, expected=_SELECTION_EXPECTED))]
+            ) from None
+        return value
+    if isinstance(value, list) and value:
+        problems: list[Problem] = [
+            ((index,), problem)
+            for index, name in enumerate(value)
+            if (problem := check_topic_name(name)) is not None
+        ]
+        _raise(problems)
+        return list(value)
+    raise problems_error([((), describe("wrong type", got=value, expected=_SELECTION_EXPECTED))])
 
 
 _PARTITION_SPELLINGS = {
@@ -867,8 +884,9 @@ class PipelineConfig(K2KModel):
         problems: list[Problem] = []
         routing, selection = self.replication.sink.topic, self.replication.source.topic
         if isinstance(routing, ExplicitTopicMap) and isinstance(selection, list):
+            chosen = self.topic_selection()
             for index, name in enumerate(selection):
-                if name not in routing.mapping:
+                if name not in routing.mapping and chosen.should_replicate(name):
                     what = "selected topic missing from replication.sink.topic.map"
                     expected = (
                         "an entry for every listed topic (unmapped topics are not replicated)"
@@ -974,9 +992,11 @@ class PipelineConfig(K2KModel):
     def topic_selection(self) -> TopicSelection:
         """The source topics this pipeline replicates: the selection, never its own control
         topics."""
+        source = self.replication.source
         return TopicSelection(
-            self.replication.source.topic,
+            source.topic,
             excluded=[self.coordination.commit.topic, self.coordination.assignment.topic],
+            exclude=source.exclude,
         )
 
     def start_offset_kind(self) -> Literal["earliest", "latest"]:

@@ -185,11 +185,13 @@ class Discovery:
     # -- steps ---------------------------------------------------------------------------
 
     def _check_listed(self, source_topics: Mapping[str, TopicInfo]) -> None:
-        """Step 1: every topic named in a list selection exists."""
+        """Step 1: every topic named in a list selection exists (excluded ones need not)."""
         listed = self.cfg.replication.source.topic
         if isinstance(listed, str):
             return
-        absent = sorted(set(listed) - set(source_topics))
+        absent = sorted(
+            t for t in set(listed) - set(source_topics) if self.selection.should_replicate(t)
+        )
         if absent:
             raise TopicError(
                 f"replication source topic(s) {', '.join(repr(t) for t in absent)} "
