@@ -196,6 +196,22 @@ CASES = [
         id="block-two-spellings",
     ),
     pytest.param(
+        {"topicCreation": {"replicated": {"replication": 3, "replicationFactor": 2}}},
+        "topicCreation.replicated.replication: the same setting as 'replicationFactor', "
+        "given twice, got 3; expected one spelling",
+        id="replicated-two-spellings",
+    ),
+    pytest.param(
+        {"topicCreation": {"replicated": {"common": {"replication": 0}}}},
+        "topicCreation.replicated.common.replication: invalid replication factor, got 0",
+        id="replicated-common-bad-replication",
+    ),
+    pytest.param(
+        {"topicCreation": {"replicated": {"common": {"partitions": 0}}}},
+        "topicCreation.replicated.common.partitions: too small, got 0; expected a number >= 1",
+        id="replicated-common-zero-partitions",
+    ),
+    pytest.param(
         {"topicCreation": {"control": {"commmon": {}}}},
         "topicCreation.control.commmon: unknown key; did you mean 'common'?",
         id="control-block-typo",

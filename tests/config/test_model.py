@@ -61,9 +61,10 @@ def test_defaults_match_the_contract(build: Any) -> None:
     assert (control.partitions, control.replication_factor, control.configs) == (1, -1, {})
     assert (replicated.partitions, replicated.replication_factor, replicated.configs) == (
         None,
-        -1,
+        None,  # mirrors the source topic's
         {},
     )
+    assert replicated.common is None
     assert (cfg.spark.master, cfg.spark.conf, cfg.spark.parallelism) == ("local[*]", {}, None)
     assert cfg.spark.lease_duration == timedelta(minutes=5)
     assert cfg.license is None

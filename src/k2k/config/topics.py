@@ -8,6 +8,10 @@ configure them per kind. :meth:`ControlTopicCreation.coordination`,
 one kind's settings: its own block over ``common`` over the flat keys. The commit and
 assignment topics are compacted; the offset-mapping and metrics topics are not compacted-only,
 because old records there are deleted by age or by the Offset Mapping app's cleaner.
+
+Replicated topics (``topicCreation.replicated``) mirror their source topic (partitions,
+replication factor, the topic's own configs) under the same two layouts: k2k's flat keys and
+K2K 2.x's ``common`` block, which wins (:meth:`ReplicatedTopicCreation.resolve`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ __all__ = [
     "ControlTopicCreation",
     "ControlTopicSettings",
     "ReplicatedTopicCreation",
+    "ReplicatedTopicSettings",
     "ReplicationFactor",
     "TopicCreation",
     "TopicSettings",
@@ -57,7 +62,8 @@ def _policies(value: str) -> set[str]:
 
 @dataclass(frozen=True)
 class TopicSettings:
-    """How to create one kind of control topic, resolved from ``topicCreation.control``."""
+    """How to create one topic: a kind of control topic (``topicCreation.control``) or a
+    replicated topic (``topicCreation.replicated``)."""
 
     partitions: int
     replication_factor: int
@@ -225,21 +231,115 @@ class ControlTopicCreation(K2KModel):
         return self._expiring(self.metrics_block)
 
 
-class ReplicatedTopicCreation(K2KModel):
-    """Settings of target topics k2k creates (``features.autoCreateTopics``)."""
+_FLAT_SPELLINGS = {
+    "replication_factor": ("replicationFactor", "replication_factor", "replication"),
+    "configs": ("configs", "config"),
+}
+
+
+class ReplicatedTopicSettings(K2KModel):
+    """K2K 2.x's ``topicCreation.replicated.common`` block; unset keys fall back (see
+    :class:`ReplicatedTopicCreation`)."""
 
     partitions: Count | None = Field(
         None,
         ge=1,
-        description="Partitions of each created topic; null means as many as the source topic.",
+        description="Partitions of each created topic; null falls back to the flat "
+        "`partitions`, then to the source topic's count.",
     )
-    replication_factor: ReplicationFactor = Field(
-        -1, description="Replication factor; -1 uses the broker's `default.replication.factor`."
+    replication: ReplicationFactor | None = Field(
+        None,
+        validation_alias=AliasChoices(*_SETTINGS_SPELLINGS["replication"]),
+        description="Replication factor, -1 for the target broker's "
+        "`default.replication.factor` (`replicationFactor` is also read); null falls back to "
+        "the flat `replicationFactor`, then to the source topic's replication factor.",
+    )
+    config: StrMap = Field(
+        default_factory=dict,
+        validation_alias=AliasChoices(*_SETTINGS_SPELLINGS["config"]),
+        description="Topic configs (`configs` is also read), applied over the source topic's "
+        "and the flat `configs`.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_spelling(cls, data: Any) -> Any:
+        one_spelling(data, _SETTINGS_SPELLINGS)
+        return data
+
+
+class ReplicatedTopicCreation(K2KModel):
+    """Settings of target topics k2k creates (``features.autoCreateTopics``).
+
+    A created topic mirrors its source topic: partition count, replication factor and the
+    topic's own configs. Two layouts override that, alone or together: k2k's flat keys
+    (``partitions``, ``replicationFactor``, ``configs``; ``replication`` and ``config`` are
+    also read) and K2K 2.x's ``common`` block (``{partitions, replication, config}``), which
+    wins over the flat keys. :meth:`resolve` applies them to one source topic.
+    """
+
+    partitions: Count | None = Field(
+        None,
+        ge=1,
+        description="Partitions of each created topic; null means as many as the source topic. "
+        "`common.partitions` wins.",
+    )
+    replication_factor: ReplicationFactor | None = Field(
+        None,
+        validation_alias=AliasChoices(*_FLAT_SPELLINGS["replication_factor"]),
+        description="Replication factor (`replication` is also read); null mirrors the source "
+        "topic's, -1 uses the target broker's `default.replication.factor`. "
+        "`common.replication` wins.",
     )
     configs: StrMap = Field(
         default_factory=dict,
-        description="Overrides applied on top of the source topic's configs, which are copied.",
+        validation_alias=AliasChoices(*_FLAT_SPELLINGS["configs"]),
+        description="Overrides applied on top of the source topic's configs, which are copied "
+        "(`config` is also read); `common.config` wins.",
     )
+    common: Annotated[ReplicatedTopicSettings | None, _BLOCK] = Field(
+        None,
+        description="K2K 2.x layout: `{partitions, replication, config}` for every created "
+        "topic, over the flat keys; unset keys fall back to them, then to the source topic "
+        "(`replicationFactor` and `configs` are also read here).",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_spelling(cls, data: Any) -> Any:
+        one_spelling(data, _FLAT_SPELLINGS)
+        return data
+
+    def resolve(
+        self, partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> TopicSettings:
+        """The settings of a target topic for a source topic of ``partitions`` partitions,
+        ``replication_factor`` replicas and ``configs`` (its own configs): ``common`` over the
+        flat keys over the source's.
+
+        >>> ReplicatedTopicCreation().resolve(6, 3, {"retention.ms": "1"})
+        TopicSettings(partitions=6, replication_factor=3, configs={'retention.ms': '1'})
+        >>> creation = ReplicatedTopicCreation(
+        ...     replication_factor=2, common={"partitions": 4, "config": {"a": "b"}}
+        ... )
+        >>> creation.resolve(6, 3, {})
+        TopicSettings(partitions=4, replication_factor=2, configs={'a': 'b'})
+        """
+        common = self.common or ReplicatedTopicSettings()
+        chosen_partitions = common.partitions or self.partitions or partitions
+        chosen_rf = next(
+            rf
+            for rf in (common.replication, self.replication_factor, replication_factor)
+            if rf is not None
+        )
+        return TopicSettings(
+            chosen_partitions, chosen_rf, {**configs, **self.configs, **common.config}
+        )
+
+    def mirrors_replication_factor(self) -> bool:
+        """True when created topics take the source topic's replication factor."""
+        common = self.common.replication if self.common else None
+        return common is None and self.replication_factor is None
 
 
 class TopicCreation(K2KModel):
