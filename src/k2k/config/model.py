@@ -153,8 +153,13 @@ class Features(K2KModel):
     )
     check_kafka_connection_on_startup: Flag = Field(
         False,
-        description="Accepted for K2K compatibility; k2k always checks both clusters at start "
-        "(bounded by `connectTimeout`) whatever the value.",
+        description="Accepted for K2K compatibility; the value changes nothing. (In K2K, "
+        "`enabled` runs extra diagnostics when Kafka is unreachable at start; k2k runs none.) "
+        "Whatever the value, `k2k start` first lists the source's topics, then checks the "
+        "control topics on the target; a cluster that does not answer within its "
+        "`connectTimeout` (default 15 s) stops the start with one line naming the cluster, its "
+        "bootstrap address and the client's last error (connection refused, name resolution, "
+        "TLS handshake or authentication failure, with the settings to check).",
     )
     header_replication: Flag = Field(
         False, description="Copy the source records' headers to the target records."
@@ -165,8 +170,12 @@ class Features(K2KModel):
     )
     optimize_offset_commit_partition: Flag = Field(
         True,
-        description="Accepted for K2K compatibility; no effect (k2k's progress records are "
-        "keyed per source partition already).",
+        description="Accepted for K2K compatibility; the value changes nothing. (In K2K, "
+        "`enabled` sends all of an instance's commit messages to one partition of the commit "
+        "topic.) Whatever the value, k2k writes one progress record per (commit group, source "
+        "topic, source partition), keyed by those three, to the commit-topic partition that "
+        "Kafka's murmur2 hash of the key picks: a source partition's progress always goes to "
+        "the same commit-topic partition, and the records of one runner spread over several.",
     )
     auto_create_control_topics: Flag = Field(
         False,
