@@ -11,7 +11,6 @@ model that sees all fields involved, so that problems are reported under the rig
 from __future__ import annotations
 
 import codecs
-import re
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Annotated, Any, ClassVar, Literal
@@ -41,6 +40,7 @@ from k2k.config.fields import (
     TopicName,
     check_topic_name,
     parse_flag,
+    regex_or_names,
 )
 from k2k.config.hints import FieldDoc
 from k2k.config.mapping import OffsetMappingSettings
@@ -449,26 +449,7 @@ class SourceStage(K2KModel):
 
 def _topic_names(value: Any) -> str | list[str]:
     """A topic selection's value: a valid regex string, or a non-empty list of topic names."""
-    if isinstance(value, str):
-        if not value:
-            raise problems_error([((), describe("empty", got=value, expected=_SELECTION_EXPECTED))])
-        try:
-            re.compile(value)
-        except re.error as exc:
-            what = f"invalid regular expression ({exc})"
-            raise problems_error(
-                [((), describe(what, got=value, expected=_SELECTION_EXPECTED))]
-            ) from None
-        return value
-    if isinstance(value, list) and value:
-        problems: list[Problem] = [
-            ((index,), problem)
-            for index, name in enumerate(value)
-            if (problem := check_topic_name(name)) is not None
-        ]
-        _raise(problems)
-        return list(value)
-    raise problems_error([((), describe("wrong type", got=value, expected=_SELECTION_EXPECTED))])
+    return regex_or_names(value, _SELECTION_EXPECTED, check_topic_name)
 
 
 _PARTITION_SPELLINGS = {

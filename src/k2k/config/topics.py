@@ -28,10 +28,9 @@ from k2k.config.hints import FieldDoc
 
 __all__ = [
     "ControlTopicCreation",
-    "ControlTopicSettings",
     "ReplicatedTopicCreation",
-    "ReplicatedTopicSettings",
     "ReplicationFactor",
+    "TopicBlock",
     "TopicCreation",
     "TopicSettings",
 ]
@@ -76,26 +75,30 @@ _SETTINGS_SPELLINGS = {
 }
 
 
-class ControlTopicSettings(K2KModel):
-    """One block of K2K 2.x's control-topic layout; unset keys fall back (see the module doc)."""
+class TopicBlock(K2KModel):
+    """One ``{partitions, replication, config}`` block of K2K 2.x's ``topicCreation`` layout
+    (``control.common``, ``control.offsetMapping``, ``control.metrics``, ``replicated.common``);
+    unset keys fall back to the next layer (see the module doc)."""
 
     partitions: Count | None = Field(
         None,
         ge=1,
-        description="Partitions; null falls back to `common`, then to the flat `partitions`.",
+        description="Partitions; null falls back to the next layer (`common`, then the flat "
+        "`partitions`; for replicated topics then the source topic's count).",
     )
     replication: ReplicationFactor | None = Field(
         None,
         validation_alias=AliasChoices(*_SETTINGS_SPELLINGS["replication"]),
-        description="Replication factor, -1 for the broker's `default.replication.factor` "
-        "(`replicationFactor` is also read); null falls back to `common`, then to the flat "
-        "`replicationFactor`.",
+        description="Replication factor, -1 for the target broker's "
+        "`default.replication.factor` (`replicationFactor` is also read); null falls back to "
+        "the next layer (`common`, then the flat `replicationFactor`; for replicated topics "
+        "then the source topic's).",
     )
     config: StrMap = Field(
         default_factory=dict,
         validation_alias=AliasChoices(*_SETTINGS_SPELLINGS["config"]),
-        description="Topic configs (`configs` is also read), applied over those of `common` and "
-        "the flat `configs`.",
+        description="Topic configs (`configs` is also read), applied over those of the layers "
+        "below (`common`, the flat `configs`; for replicated topics the source topic's).",
     )
 
     @model_validator(mode="before")
@@ -140,13 +143,13 @@ class ControlTopicCreation(K2KModel):
         "`cleanup.policy` is `compact` for the commit and assignment topics (another value is "
         "refused) and is not passed on to the offset-mapping and metrics topics.",
     )
-    common: Annotated[ControlTopicSettings | None, _BLOCK] = Field(
+    common: Annotated[TopicBlock | None, _BLOCK] = Field(
         None,
         description="K2K 2.x layout: `{partitions, replication, config}` for every control topic, "
         "over the flat keys (`replicationFactor` and `configs` are also read in a block). A "
         "`cleanup.policy` here must be `compact`; it reaches the commit and assignment topics only.",
     )
-    offset_mapping_block: Annotated[ControlTopicSettings | None, _BLOCK] = Field(
+    offset_mapping_block: Annotated[TopicBlock | None, _BLOCK] = Field(
         None,
         alias="offsetMapping",
         validation_alias=AliasChoices("offsetMapping", "offset_mapping"),
@@ -154,7 +157,7 @@ class ControlTopicCreation(K2KModel):
         "`cleanup.policy` is `delete` unless set here, and must include `delete`: the Offset "
         "Mapping app trims old mappings with DeleteRecords.",
     )
-    metrics_block: Annotated[ControlTopicSettings | None, _BLOCK] = Field(
+    metrics_block: Annotated[TopicBlock | None, _BLOCK] = Field(
         None,
         alias="metrics",
         validation_alias=AliasChoices("metrics"),
@@ -196,7 +199,7 @@ class ControlTopicCreation(K2KModel):
         raise_problems(problems)
         return self
 
-    def _sizes(self, block: ControlTopicSettings | None) -> tuple[int, int]:
+    def _sizes(self, block: TopicBlock | None) -> tuple[int, int]:
         partitions, replication_factor = self.partitions, self.replication_factor
         for layer in (self.common, block):
             if layer is None:
@@ -216,7 +219,7 @@ class ControlTopicCreation(K2KModel):
         configs = {_POLICY: "compact", **self._common_configs()}
         return TopicSettings(partitions, replication_factor, configs)
 
-    def _expiring(self, block: ControlTopicSettings | None) -> TopicSettings:
+    def _expiring(self, block: TopicBlock | None) -> TopicSettings:
         partitions, replication_factor = self._sizes(block)
         inherited = {k: v for k, v in self._common_configs().items() if k != _POLICY}
         configs = {_POLICY: "delete", **inherited, **(block.config if block else {})}
@@ -235,37 +238,6 @@ _FLAT_SPELLINGS = {
     "replication_factor": ("replicationFactor", "replication_factor", "replication"),
     "configs": ("configs", "config"),
 }
-
-
-class ReplicatedTopicSettings(K2KModel):
-    """K2K 2.x's ``topicCreation.replicated.common`` block; unset keys fall back (see
-    :class:`ReplicatedTopicCreation`)."""
-
-    partitions: Count | None = Field(
-        None,
-        ge=1,
-        description="Partitions of each created topic; null falls back to the flat "
-        "`partitions`, then to the source topic's count.",
-    )
-    replication: ReplicationFactor | None = Field(
-        None,
-        validation_alias=AliasChoices(*_SETTINGS_SPELLINGS["replication"]),
-        description="Replication factor, -1 for the target broker's "
-        "`default.replication.factor` (`replicationFactor` is also read); null falls back to "
-        "the flat `replicationFactor`, then to the source topic's replication factor.",
-    )
-    config: StrMap = Field(
-        default_factory=dict,
-        validation_alias=AliasChoices(*_SETTINGS_SPELLINGS["config"]),
-        description="Topic configs (`configs` is also read), applied over the source topic's "
-        "and the flat `configs`.",
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _one_spelling(cls, data: Any) -> Any:
-        one_spelling(data, _SETTINGS_SPELLINGS)
-        return data
 
 
 class ReplicatedTopicCreation(K2KModel):
@@ -297,7 +269,7 @@ class ReplicatedTopicCreation(K2KModel):
         description="Overrides applied on top of the source topic's configs, which are copied "
         "(`config` is also read); `common.config` wins.",
     )
-    common: Annotated[ReplicatedTopicSettings | None, _BLOCK] = Field(
+    common: Annotated[TopicBlock | None, _BLOCK] = Field(
         None,
         description="K2K 2.x layout: `{partitions, replication, config}` for every created "
         "topic, over the flat keys; unset keys fall back to them, then to the source topic "
@@ -325,7 +297,7 @@ class ReplicatedTopicCreation(K2KModel):
         >>> creation.resolve(6, 3, {})
         TopicSettings(partitions=4, replication_factor=2, configs={'a': 'b'})
         """
-        common = self.common or ReplicatedTopicSettings()
+        common = self.common or TopicBlock()
         chosen_partitions = common.partitions or self.partitions or partitions
         chosen_rf = next(
             rf
