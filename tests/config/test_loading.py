@@ -399,3 +399,10 @@ def test_template_engine_disabled_keeps_placeholders_as_written(tmp_path: Path) 
         load_pipeline([path], env={})
     cfg = load_pipeline([path], env={}, templates=False)
     assert cfg.spark.conf == {"a": "${env:UNSET_ANYWHERE}", "b": "$${literal}"}
+
+
+def test_license_placeholders_need_not_resolve(tmp_path: Path) -> None:
+    """K2K files take the license token from the environment; k2k ignores the block."""
+    text = BASE + 'license:\n  acceptEula: true\n  token: "${env:K2K_LICENSE_TOKEN}"\n'
+    cfg = load_pipeline([write(tmp_path, "p.yaml", text)], env={})
+    assert cfg.name == "orders-dr"

@@ -121,7 +121,11 @@ def _resolved(data: Mapping[str, Any], env: Mapping[str, str] | None, templates:
     listing every unresolved one."""
     if not templates:
         return data
-    resolved, failures = resolve_tree(data, os.environ if env is None else env)
+    # K2K's license block is ignored: its placeholders (a token from the environment) need
+    # not resolve where k2k runs.
+    ignored = {k: v for k, v in data.items() if k == "license"}
+    rest = {k: v for k, v in data.items() if k != "license"}
+    resolved, failures = resolve_tree(rest, os.environ if env is None else env)
     if failures:
         raise ConfigError(
             [
@@ -130,7 +134,7 @@ def _resolved(data: Mapping[str, Any], env: Mapping[str, str] | None, templates:
                 for path, failure in failures
             ]
         )
-    return resolved
+    return {**resolved, **ignored}
 
 
 def _validated(model: type[_Config], data: Any) -> _Config:

@@ -59,8 +59,9 @@ which prints every problem at once, one line each, and the effective configurati
   substitutes text before parsing the YAML, where they decide quoting; k2k resolves inside
   parsed values, so the YAML around the placeholder decides). Example:
   `sasl.jaas.config: ${{env:base64:SASL_JAAS}}`. `$${{` writes a literal `${{`. Errors name the
-  key and the placeholder, never the value. `k2k start -g disabled` (`--template-engine`)
-  turns the engine off: every `${{...}}` is kept as written.
+  key and the placeholder, never the value. Those in the ignored `license` block are not
+  resolved (a K2K token variable need not be set). `k2k start -g disabled`
+  (`--template-engine`) turns the engine off: every `${{...}}` is kept as written.
 * **Empty sections** (a key followed only by comments, i.e. YAML null) mean "all defaults".
 * **Secrets** (keys named `sasl.jaas.config`, `*password*`, `*secret*`, `*token*`,
   `ssl.key.pem`, `basic.auth.user.info`) are never shown: the effective configuration, logs
