@@ -11,10 +11,8 @@ import functools
 import json
 import logging
 import os
-import re
 import signal
 import sys
-import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -96,9 +94,6 @@ def _setup_logging(verbosity: int, quiet: int = logging.WARNING) -> None:
     logging.getLogger("py4j").setLevel(logging.ERROR)
 
 
-_INSTANCE_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="k2k")
 def main() -> None:
@@ -163,18 +158,22 @@ def start(
     (uncommitted work is replayed on the next start; with exactly-once it is aborted, so
     nothing is duplicated). Several processes of one pipeline share its partitions.
     """
-    from k2k.admin.offsets import ADMIN_MEMBER
+    from k2k.api import Replicator
     from k2k.config import load_pipeline
+    from k2k.coordination.assignment import member_name_problem
     from k2k.observability.display import final_summary, make_display
-    from k2k.pipeline.planner import Planner
 
     _setup_logging(verbose, quiet=logging.INFO)
     cfg = load_pipeline(list(files), templates=template_engine)
     if spark_log_level is not None:
         cfg = _with_spark_conf(cfg, LOG_LEVEL_KEY, spark_log_level.upper())
-    if telemetry:
-        _check_telemetry_environment()
+    problem = None if instance is None else member_name_problem(instance)
+    if problem is not None:
+        raise click.BadParameter(problem, param_hint="'--instance'")
     display = make_display(cfg.name, tty=sys.stderr.isatty())
+    replicator = Replicator(
+        cfg, instance=instance, standby=standby, telemetry=telemetry, on_progress=display
+    )
     signals_seen: list[int] = []
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -182,39 +181,13 @@ def start(
         if len(signals_seen) > 1:
             click.echo("error: second signal, exiting without waiting", err=True)
             sys.exit(130)
-        # From another thread: Event.set() takes a lock the interrupted main thread may hold.
-        threading.Thread(target=planner.request_stop, daemon=True).start()
+        replicator.stop()  # signal-safe; the replicator keeps this handler when Spark starts
 
-    def install_handlers() -> None:
-        # Again after Spark starts: PySpark's SparkContext installs its own SIGINT handler
-        # (KeyboardInterrupt), which would abort instead of stopping cleanly.
-        for s in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(s, on_signal)
-
-    if instance is not None and not _INSTANCE_NAME.fullmatch(instance):
-        raise click.BadParameter(
-            f"{instance!r} is not usable in transactional ids; expected letters, digits, "
-            "'.', '_' and '-' (at most 100)",
-            param_hint="'--instance'",
-        )
-    if instance == ADMIN_MEMBER:
-        raise click.BadParameter(
-            f"{instance!r} is reserved for k2k offsets; expected another name",
-            param_hint="'--instance'",
-        )
-    planner = Planner(
-        cfg,
-        until_caught_up=until_caught_up,
-        on_tick=display,
-        after_spark_start=install_handlers,
-        member=instance,
-        standby=standby,
-        telemetry=telemetry,
-    )
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    install_handlers()
+    for s in previous:
+        signal.signal(s, on_signal)
     try:
-        stats = planner.run()
+        stats = replicator.run(until_caught_up=until_caught_up)
     finally:
         display.close()
         for s, handler in previous.items():

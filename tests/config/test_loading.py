@@ -7,6 +7,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 
 from k2k.config import load_pipeline
 from k2k.config.loader import deep_merge
@@ -196,6 +197,43 @@ def test_top_level_must_be_a_mapping(tmp_path: Path) -> None:
 def test_no_file_given() -> None:
     with pytest.raises(ConfigError, match="no pipeline file given"):
         load_pipeline([], env={})
+
+
+# --- mappings (programs that embed k2k) -----------------------------------------------------
+
+
+def test_a_mapping_loads_like_the_same_file(tmp_path: Path) -> None:
+    doc = yaml.safe_load(BASE)
+    assert load_pipeline(doc, env={}) == load_pipeline(write(tmp_path, "p.yaml", BASE), env={})
+
+
+def test_files_and_mappings_merge_in_order_without_modifying_the_mappings(
+    tmp_path: Path,
+) -> None:
+    overlay = {"coordination": {"commit": {"batchSize": 7}}}
+    last = {"name": "from-last"}
+    cfg = load_pipeline([write(tmp_path, "base.yaml", BASE), overlay, last], env={})
+    assert (cfg.name, cfg.coordination.commit.batch_size) == ("from-last", 7)
+    assert cfg.coordination.commit.batch_timeout.total_seconds() == 2  # kept from the file
+    assert overlay == {"coordination": {"commit": {"batchSize": 7}}} and last == {
+        "name": "from-last"
+    }
+
+
+def test_a_mappings_placeholders_resolve_and_its_problems_name_the_key_path() -> None:
+    doc = yaml.safe_load(BASE)
+    doc["name"] = "${env:PIPELINE}"
+    doc["coordination"]["commit"]["batchSize"] = 0
+    doc["replication"][1]["sink"]["partitoin"] = "source"
+    with pytest.raises(ConfigError) as caught:
+        load_pipeline(doc, env={"PIPELINE": "from-env"})
+    assert caught.value.problems == [
+        "replication.sink.partitoin: unknown key; did you mean 'partition'?",
+        "coordination.commit.batchSize: too small, got 0; expected a number >= 1",
+    ]
+    del doc["replication"][1]["sink"]["partitoin"]
+    doc["coordination"]["commit"]["batchSize"] = 10
+    assert load_pipeline(doc, env={"PIPELINE": "from-env"}).name == "from-env"
 
 
 # --- placeholders ---------------------------------------------------------------------------

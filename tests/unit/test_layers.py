@@ -26,6 +26,21 @@ ALLOWED = {
     # Below the pipeline: runners feed it through the observer, the planner through stats.
     "metrics": {"errors", "formats", "kafka", "config", "controltopics"},
     "admin": {"errors", "formats", "stages", "config", "kafka", "coordination", "controltopics"},
+    # The Python API sits under the command line, which calls it: never the other way.
+    "api": {
+        "errors",
+        "formats",
+        "stages",
+        "config",
+        "kafka",
+        "coordination",
+        "controltopics",
+        "metrics",
+        "observability",
+        "admin",
+        "pipeline",
+        "verify",
+    },
 }
 
 

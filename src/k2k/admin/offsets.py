@@ -115,12 +115,15 @@ class Destination:
 
 @dataclass(frozen=True, slots=True)
 class Change:
-    """One partition's committed position, before (None: no progress yet) and after."""
+    """One partition's committed position, before (None: no progress yet) and after;
+    ``topic_id`` is the source topic's id when the plan was made, written with the position
+    so that a start after the topic is deleted and created again does not apply it."""
 
     topic: str
     partition: int
     before: int | None
     after: int
+    topic_id: str = ""
 
     @property
     def tp(self) -> TP:
@@ -255,8 +258,15 @@ def plan_move(
     progress = reader.progress()
     tps = _chosen(reader, {t for t, _ in progress}, topic, partition, all_topics)
     after = _resolve(reader, tps, to)
+    ids = reader.source.topic_ids({t for t, _ in tps})
     changes = [
-        Change(t, p, progress[(t, p)].offset if (t, p) in progress else None, after[(t, p)])
+        Change(
+            t,
+            p,
+            progress[(t, p)].offset if (t, p) in progress else None,
+            after[(t, p)],
+            ids.get(t, ""),
+        )
         for t, p in tps
     ]
     return OffsetPlan(cfg.name, cfg.commit_group, changes)
@@ -439,6 +449,7 @@ class _ProgressWriter:
             cfg.name,
             now_ms(),
             ADMIN_MEMBER,
+            change.topic_id,
         )
 
     def in_transaction(self, producer_id: str, records: list[ProgressRecord]) -> None:

@@ -8,7 +8,7 @@ field meanings of :meth:`PipelineStatus.to_json` are documented in docs/operatio
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,8 @@ PROBLEMS = {
     "deleted records never replicated",
     "past-end": "committed position past the source's end: the topic was recreated or "
     "truncated since",
+    "recreated": "committed position belongs to a topic of this name that was deleted: the "
+    "next start replicates the new topic from its earliest offset",
 }
 
 
@@ -49,10 +51,14 @@ class Lag:
     end: int | None
     records: int | None
     seconds: float | None
+    #: The committed progress carries another topic id than the source topic's now.
+    recreated: bool = False
 
     @property
     def problem(self) -> str | None:
         """A key of :data:`PROBLEMS` when the source cannot serve the position, else None."""
+        if self.recreated:
+            return "recreated"
         if self.position is None or self.earliest is None or self.end is None:
             return None
         if self.position < self.earliest:
@@ -263,7 +269,9 @@ def _lags(
     earliest = reader.offsets(tps, "earliest")
     ends = reader.offsets(tps, "latest")
     starts = earliest if reader.cfg.start_offset_kind() == "earliest" else ends
+    recreated = _recreated(reader, progress, ends)
     positions = {tp: progress[tp].offset if tp in progress else starts[tp] for tp in ends}
+    positions.update({tp: earliest[tp] for tp in recreated})  # as the runners restart them
     behind = {tp: pos for tp, pos in positions.items() if pos < ends[tp]}
     firsts = reader.first_timestamps({tp: max(pos, earliest[tp]) for tp, pos in behind.items()})
     out: dict[TP, Lag] = {}
@@ -274,8 +282,18 @@ def _lags(
             continue
         pos, low, end = positions[tp], earliest[tp], ends[tp]
         records, seconds = _distance(max(pos, low), end, firsts, tp, at_ms)
-        out[tp] = Lag(pos, low, end, records, seconds)
+        out[tp] = Lag(pos, low, end, records, seconds, tp in recreated)
     return out
+
+
+def _recreated(
+    reader: PipelineReader, progress: Mapping[TP, ProgressRecord], on_source: Iterable[TP]
+) -> set[TP]:
+    """The partitions whose progress names another topic id than the source topic has now
+    (progress without an id, from older writers, is taken as the current topic's)."""
+    with_id = [tp for tp in on_source if tp in progress and progress[tp].topic_id]
+    ids = reader.source.topic_ids({t for t, _ in with_id})
+    return {tp for tp in with_id if ids.get(tp[0], "") not in ("", progress[tp].topic_id)}
 
 
 def _distance(

@@ -1,5 +1,7 @@
 """Reading configuration files: YAML -> deep merge -> placeholders -> a validated model.
 
+A source is a file path or, for programs that embed k2k (:mod:`k2k.api`), a mapping in the
+same layout as a file; both take the same way from the deep merge on, placeholders included.
 The model is :class:`PipelineConfig` for the replicator (``k2k start``) or
 :class:`OffsetMappingAppConfig` for the Offset Mapping app (``k2k offset-mapping start``).
 
@@ -24,6 +26,7 @@ from k2k.config.placeholders import resolve_tree
 from k2k.errors import ConfigError
 
 __all__ = [
+    "Source",
     "build_offset_mapping_app",
     "build_pipeline",
     "deep_merge",
@@ -33,6 +36,8 @@ __all__ = [
 ]
 
 PathLike = str | os.PathLike[str]
+#: A pipeline file, or a mapping in the file's layout (what ``yaml.safe_load`` would give).
+Source = PathLike | Mapping[str, Any]
 _Config = TypeVar("_Config", PipelineConfig, OffsetMappingAppConfig)
 
 
@@ -145,16 +150,20 @@ def _validated(model: type[_Config], data: Any) -> _Config:
         raise ConfigError(format_validation_error(exc, model)) from None
 
 
-def _merged(paths: PathLike | Sequence[PathLike]) -> dict[str, Any]:
-    """Read every file (reporting all unreadable ones at once) and deep-merge them in order."""
-    files = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
-    if not files:
+def _merged(sources: Source | Sequence[Source]) -> dict[str, Any]:
+    """Read every file (reporting all unreadable ones at once) and deep-merge them, and the
+    mappings among them, in order."""
+    given = [sources] if isinstance(sources, str | os.PathLike | Mapping) else list(sources)
+    if not given:
         raise ConfigError("no pipeline file given; expected at least one YAML file (-f FILE)")
-    documents: list[dict[str, Any]] = []
+    documents: list[Mapping[str, Any]] = []
     problems: list[str] = []
-    for path in files:
+    for source in given:
+        if isinstance(source, Mapping):
+            documents.append(source)  # never modified: the merge and placeholders build new ones
+            continue
         try:
-            documents.append(read_yaml(path))
+            documents.append(read_yaml(source))
         except ConfigError as exc:
             problems.extend(exc.problems)
     if problems:
@@ -174,18 +183,20 @@ def build_pipeline(
 
 
 def load_pipeline(
-    paths: PathLike | Sequence[PathLike],
+    sources: Source | Sequence[Source],
     env: Mapping[str, str] | None = None,
     *,
     templates: bool = True,
 ) -> PipelineConfig:
     """Load, merge (in order, later wins) and validate pipeline files.
 
+    Each of ``sources`` is a file or a mapping in the file's layout (``{"name": ..., "source":
+    {"kafka": ...}, ...}``), so a program can overlay a file with values of its own.
     ``env`` resolves ``${env:NAME}`` placeholders; None means ``os.environ``. ``templates``
     False (``-g disabled``) keeps every ``${...}`` as written.
     Raises :class:`k2k.errors.ConfigError` listing every problem found.
     """
-    return build_pipeline(_merged(paths), env, templates=templates)
+    return build_pipeline(_merged(sources), env, templates=templates)
 
 
 def build_offset_mapping_app(
@@ -200,7 +211,7 @@ def build_offset_mapping_app(
 
 
 def load_offset_mapping_app(
-    paths: PathLike | Sequence[PathLike],
+    sources: Source | Sequence[Source],
     env: Mapping[str, str] | None = None,
     *,
     templates: bool = True,
@@ -210,4 +221,4 @@ def load_offset_mapping_app(
     Like :func:`load_pipeline`, and a replicator's pipeline file may be one of the files:
     ``-f pipeline.yaml -f offset-mapping.yaml``.
     """
-    return build_offset_mapping_app(_merged(paths), env, templates=templates)
+    return build_offset_mapping_app(_merged(sources), env, templates=templates)

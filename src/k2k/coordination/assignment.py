@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 import threading
 import time
@@ -67,6 +68,7 @@ __all__ = [
     "AssignmentView",
     "StandDown",
     "default_member_name",
+    "member_name_problem",
     "producer_ids",
     "transactional_id",
 ]
@@ -95,6 +97,28 @@ class StandDown(K2KError):
 def default_member_name() -> str:
     """Unique per process, so two instances started side by side never share a name."""
     return f"{socket.gethostname()}-{os.getpid()}"
+
+
+_MEMBER_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
+
+
+def member_name_problem(name: str) -> str | None:
+    """What is wrong with ``name`` as a member name given by the user, or None when it is
+    usable: it becomes part of transactional ids, and :data:`TOOL_MEMBER` is taken.
+
+    >>> member_name_problem("host-a.1") is None
+    True
+    >>> print(member_name_problem("k2k-offsets"))
+    'k2k-offsets' is reserved for k2k offsets; expected another name
+    """
+    if not _MEMBER_NAME.fullmatch(name):
+        return (
+            f"{name!r} is not usable in transactional ids; expected letters, digits, "
+            "'.', '_' and '-' (at most 100)"
+        )
+    if name == TOOL_MEMBER:
+        return f"{name!r} is reserved for k2k offsets; expected another name"
+    return None
 
 
 def transactional_id(group: str, member: str, slot: int) -> str:

@@ -45,7 +45,7 @@ from k2k.pipeline.membership import Membership
 from k2k.pipeline.outage import OutageRider
 from k2k.pipeline.plan import LeaseSpec, PartitionRange, RunnerGroup, plan_groups
 from k2k.pipeline.positions import StartPositions
-from k2k.pipeline.spark import start_spark
+from k2k.pipeline.spark import spark_context_running, start_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -90,7 +90,8 @@ class Planner:
         """Runs on: driver. Connects nothing yet: :meth:`run` does.
 
         ``spark``: an existing SparkSession to run leases on (kept open at the end);
-        by default the planner starts its own from ``spark.master``/``spark.conf``.
+        by default the planner starts its own from ``spark.master``/``spark.conf`` (and
+        stops it at the end), or joins the SparkContext the process runs (and keeps it).
         ``member``: this process's name in the assignment topic (default host-pid);
         ``standby``: take partitions only while no other member is alive;
         ``telemetry``: export metrics (k2k.metrics, chosen by ``OTEL_*`` variables)."""
@@ -255,6 +256,7 @@ class Planner:
         if self.spark is None:
             cfg = self.cfg
             log.info("starting Spark")
+            self._owns_spark = not spark_context_running()  # else the embedding program's
             self.spark = start_spark(f"k2k:{cfg.name}", cfg.spark.master, dict(cfg.spark.conf))
             # The real master: spark-submit's, when it launched k2k (see start_spark).
             log.info("Spark started (master %s)", self.spark.sparkContext.master)

@@ -36,6 +36,7 @@ __all__ = [
     "JvmOutput",
     "is_local",
     "jvm_line",
+    "spark_context_running",
     "spark_error_line",
     "spark_settings",
     "start_spark",
@@ -138,6 +139,14 @@ def is_local(master: str) -> bool:
     (True, False, False)
     """
     return master == "local" or master.startswith("local[")
+
+
+def spark_context_running() -> bool:
+    """Whether this process runs a SparkContext already: :func:`start_spark` joins it, and
+    whoever started it (a program that embeds k2k) stops it, not k2k."""
+    from pyspark import SparkContext
+
+    return SparkContext._active_spark_context is not None
 
 
 def _given_spark_conf() -> dict[str, str] | None:

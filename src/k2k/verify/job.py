@@ -20,7 +20,7 @@ from k2k.admin.reader import TP, PipelineReader
 from k2k.config import PipelineConfig
 from k2k.errors import ClusterError, ConfigError, K2KError
 from k2k.kafka.peek import reader_settings
-from k2k.pipeline.spark import spark_error_line, start_spark
+from k2k.pipeline.spark import spark_context_running, spark_error_line, start_spark
 from k2k.stages.topicplan import tracing_headers
 from k2k.verify.align import Difference
 from k2k.verify.task import PartitionResult, PartitionTask, verify_partition
@@ -346,7 +346,7 @@ def run_verify(
 ) -> VerifyReport:
     """Runs on: driver. Plan (see :func:`plan_tasks` for the range options), run the Spark
     job (on ``spark``, or a session of its own from ``spark.master``/``spark.conf``, stopped
-    at the end) and collect the report."""
+    at the end unless it joined one the process ran already) and collect the report."""
     tasks = plan_tasks(
         cfg,
         topics,
@@ -357,7 +357,7 @@ def run_verify(
     if not tasks:
         return VerifyReport(cfg.name, [])
     log.info("verifying %d partition(s) of %d topic(s)", len(tasks), len({t.topic for t in tasks}))
-    own = spark is None
+    own = spark is None and not spark_context_running()  # else the embedding program's
     session = spark or start_spark(f"k2k-verify:{cfg.name}", cfg.spark.master, dict(cfg.spark.conf))
     try:
         results = _run_job(session, tasks)
