@@ -22,6 +22,7 @@ from k2k import __version__
 from k2k.envpack import DEFAULT_ARCHIVE
 from k2k.errorboundary import one_line_errors
 from k2k.pipeline.spark import LOG_LEVEL_KEY, LOG_LEVELS
+from k2k.termination import TEMPLATE_ENGINE, termination_log
 
 if TYPE_CHECKING:
     from k2k.admin.offsets import Destination
@@ -137,7 +138,9 @@ def main() -> None:
     "outages) and every warning; -v adds k2k's DEBUG lines, -vv also librdkafka's own lines "
     "(each connection attempt).",
 )
+@TEMPLATE_ENGINE
 @one_line_errors
+@termination_log
 def start(
     files: Sequence[str],
     until_caught_up: bool,
@@ -146,6 +149,7 @@ def start(
     telemetry: bool,
     spark_log_level: str | None,
     verbose: int,
+    template_engine: bool,
 ) -> None:
     """Run the replication pipeline described by the YAML file(s).
 
@@ -160,7 +164,7 @@ def start(
     from k2k.observability.display import final_summary, make_display
 
     _setup_logging(verbose, quiet=logging.INFO)
-    cfg = load_pipeline(list(files))
+    cfg = load_pipeline(list(files), templates=template_engine)
     if spark_log_level is not None:
         cfg = _with_spark_conf(cfg, LOG_LEVEL_KEY, spark_log_level.upper())
     problem = None if instance is None else member_name_problem(instance)
@@ -199,8 +203,9 @@ def _with_spark_conf(cfg: PipelineConfig, key: str, value: str) -> PipelineConfi
 
 @main.command()
 @_FILES
+@TEMPLATE_ENGINE
 @one_line_errors
-def validate(files: Sequence[str]) -> None:
+def validate(files: Sequence[str], template_engine: bool) -> None:
     """Load, merge and validate the pipeline; print the effective configuration.
 
     Secrets are masked. Exit 0 when valid; otherwise print every problem, one per line,
@@ -208,7 +213,7 @@ def validate(files: Sequence[str]) -> None:
     """
     from k2k.config import load_pipeline, render_effective
 
-    cfg = load_pipeline(list(files))
+    cfg = load_pipeline(list(files), templates=template_engine)
     click.echo(render_effective(cfg), nl=False)
 
 
@@ -459,8 +464,12 @@ def offset_mapping() -> None:
     count=True,
     help="Log every pass (INFO); -vv k2k's DEBUG lines, -vvv also librdkafka's own.",
 )
+@TEMPLATE_ENGINE
 @one_line_errors
-def offset_mapping_start(files: Sequence[str], once: bool, telemetry: bool, verbose: int) -> None:
+@termination_log
+def offset_mapping_start(
+    files: Sequence[str], once: bool, telemetry: bool, verbose: int, template_engine: bool
+) -> None:
     """Keep the target's consumer groups at the translated positions of the source's.
 
     Reads the app's configuration (K2K's Offset Mapping layout); a replicator pipeline file
@@ -471,7 +480,7 @@ def offset_mapping_start(files: Sequence[str], once: bool, telemetry: bool, verb
     from k2k.offsetmapping.app import OffsetMappingApp
 
     _setup_logging(verbose)
-    cfg = load_offset_mapping_app(list(files))
+    cfg = load_offset_mapping_app(list(files), templates=template_engine)
     metrics = None
     if telemetry:
         _check_telemetry_environment()
@@ -495,12 +504,14 @@ def offset_mapping_start(files: Sequence[str], once: bool, telemetry: bool, verb
 
 @offset_mapping.command("validate")
 @_FILES
+@TEMPLATE_ENGINE
 @one_line_errors
-def offset_mapping_validate(files: Sequence[str]) -> None:
+def offset_mapping_validate(files: Sequence[str], template_engine: bool) -> None:
     """Load, merge and validate the app's configuration; print the effective one."""
     from k2k.config import load_offset_mapping_app, render_effective
 
-    click.echo(render_effective(load_offset_mapping_app(list(files))), nl=False)
+    cfg = load_offset_mapping_app(list(files), templates=template_engine)
+    click.echo(render_effective(cfg), nl=False)
 
 
 @main.command()

@@ -196,6 +196,22 @@ CASES = [
         id="block-two-spellings",
     ),
     pytest.param(
+        {"topicCreation": {"replicated": {"replication": 3, "replicationFactor": 2}}},
+        "topicCreation.replicated.replication: the same setting as 'replicationFactor', "
+        "given twice, got 3; expected one spelling",
+        id="replicated-two-spellings",
+    ),
+    pytest.param(
+        {"topicCreation": {"replicated": {"common": {"replication": 0}}}},
+        "topicCreation.replicated.common.replication: invalid replication factor, got 0",
+        id="replicated-common-bad-replication",
+    ),
+    pytest.param(
+        {"topicCreation": {"replicated": {"common": {"partitions": 0}}}},
+        "topicCreation.replicated.common.partitions: too small, got 0; expected a number >= 1",
+        id="replicated-common-zero-partitions",
+    ),
+    pytest.param(
         {"topicCreation": {"control": {"commmon": {}}}},
         "topicCreation.control.commmon: unknown key; did you mean 'common'?",
         id="control-block-typo",
@@ -244,6 +260,23 @@ CASES = [
         id="bad-listed-topic",
     ),
     pytest.param(
+        stages({"topic": "orders.*", "exclude": "orders[("}, {}),
+        "replication.source.exclude: invalid regular expression (unterminated character set at "
+        "position 6), got 'orders[('; expected a regular expression matched against whole "
+        "topic names, or a list of exact topic names",
+        id="invalid-exclude-regex",
+    ),
+    pytest.param(
+        stages({"topic": "orders.*", "exclude": ["orders.test", "bad topic"]}, {}),
+        "replication.source.exclude[1]: invalid topic name, got 'bad topic'",
+        id="bad-excluded-topic",
+    ),
+    pytest.param(
+        stages({"topic": "orders.*", "exclude": {"regex": "x"}}, {}),
+        "replication.source.exclude: wrong type, got {'regex': 'x'}",
+        id="exclude-wrong-type",
+    ),
+    pytest.param(
         {"replication": [{"source": {"topic": "a"}}, {"source": {"topic": "b"}}, {"sink": {}}]},
         "replication[1].source: a second 'source' stage, got {'topic': 'b'}; "
         "expected exactly one source item",
@@ -267,7 +300,7 @@ CASES = [
     pytest.param(
         stages({"topic": "a"}, {"partition": "random"}),
         "replication.sink.partition: invalid value, got 'random'; "
-        "expected one of: source, hash (also accepted: key, murmur2)",
+        "expected one of: source, hash, producer (also accepted: key, murmur2 for hash)",
         id="bad-partition-mapping",
     ),
     pytest.param(
@@ -568,3 +601,30 @@ def test_config_error_message_joins_the_lines(problems: Any) -> None:
     assert str(caught.value) == "; ".join(caught.value.problems)
     assert caught.value.__cause__ is None
     assert caught.value.__suppress_context__
+
+
+@pytest.mark.parametrize(("partition", "layer"), [("hash", "producer"), ("source", "common")])
+def test_a_partitioner_outside_partition_producer_is_refused(problems, partition, layer):
+    lines = problems(
+        {
+            "replication": [{"source": {"topic": "a"}}, {"sink": {"partition": partition}}],
+            "target": {"kafka": {layer: {"partitioner": "random"}}},
+        }
+    )
+    assert lines == [
+        f"target.kafka.{layer}.partitioner: has no effect with replication.sink.partition: "
+        f"{partition}, got 'random'; expected partition: producer, to let the target "
+        "producer's partitioner place records"
+    ]
+
+
+def test_java_partitioner_class_is_refused_with_the_librdkafka_alternative(problems):
+    lines = problems(
+        {
+            "replication": [{"source": {"topic": "a"}}, {"sink": {"partition": "producer"}}],
+            "target": {"kafka": {"producer": {"partitioner.class": "com.acme.MyPartitioner"}}},
+        }
+    )
+    assert len(lines) == 1
+    assert lines[0].startswith("target.kafka.producer.partitioner.class: not supported")
+    assert "with partition: producer set librdkafka's partitioner instead" in lines[0]

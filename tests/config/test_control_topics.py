@@ -159,3 +159,54 @@ def test_offset_mapping_section_round_trips(build: Any) -> None:
         "retention": {"time": "2 days", "count": 50, "schedule": "30 seconds"},
     }
     assert build_pipeline(data, {}) == cfg
+
+
+# --- topicCreation.replicated: mirrors the source, K2K's common block over k2k's flat keys ---
+
+
+def test_replicated_topics_mirror_the_source_by_default(build: Any) -> None:
+    replicated = build().topic_creation.replicated
+    assert replicated.mirrors_replication_factor()
+    assert replicated.resolve(6, 3, {"retention.ms": "5"}) == TopicSettings(
+        6, 3, {"retention.ms": "5"}
+    )
+
+
+def test_replicated_k2k_common_block_wins_over_flat_keys(build: Any) -> None:
+    replicated = build(
+        {
+            "topicCreation": {
+                "replicated": {
+                    "partitions": 2,
+                    "replicationFactor": 2,
+                    "configs": {"retention.ms": "1", "segment.ms": "2"},
+                    "common": {"partitions": 4, "replication": -1, "config": {"segment.ms": "3"}},
+                }
+            }
+        }
+    ).topic_creation.replicated
+    assert not replicated.mirrors_replication_factor()
+    assert replicated.resolve(6, 3, {"retention.ms": "0", "x": "y"}) == TopicSettings(
+        4, -1, {"retention.ms": "1", "segment.ms": "3", "x": "y"}
+    )
+
+
+@pytest.mark.parametrize(
+    "flat",
+    [
+        {"replicationFactor": 2, "configs": {"a": "b"}},
+        {"replication": 2, "config": {"a": "b"}},
+        {"replication_factor": 2, "configs": {"a": "b"}},
+    ],
+)
+def test_replicated_flat_keys_in_either_spelling(build: Any, flat: dict) -> None:
+    replicated = build({"topicCreation": {"replicated": flat}}).topic_creation.replicated
+    assert replicated.resolve(3, 1, {}) == TopicSettings(3, 2, {"a": "b"})
+
+
+def test_replicated_k2k_layout_renders_and_loads_back(build: Any) -> None:
+    layout = {"common": {"partitions": 4, "replication": 1, "config": {"retention.ms": "9"}}}
+    cfg = build({"topicCreation": {"replicated": layout}})
+    data = yaml.safe_load(render_effective(cfg))
+    assert data["topicCreation"]["replicated"]["common"]["replication"] == 1
+    assert build_pipeline(data, {}) == cfg

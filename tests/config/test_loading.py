@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import textwrap
 from pathlib import Path
 
@@ -326,3 +327,121 @@ def test_resolved_values_are_validated_like_literals(tmp_path: Path) -> None:
     assert caught.value.problems == [
         "coordination.commit.batchSize: too small, got '0'; expected a number >= 1"
     ]
+
+
+# --- K2K's template engine: loaders, mappers, -g disabled -----------------------------------
+
+JAAS = (
+    'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p-w";'
+)
+SASL = """\
+target:
+  kafka:
+    common:
+      bootstrap.servers: tgt:9092
+      security.protocol: SASL_PLAINTEXT
+      sasl.mechanism: PLAIN
+      sasl.jaas.config: {placeholder}
+"""
+
+
+@pytest.mark.parametrize(
+    ("placeholder", "env", "files"),
+    [
+        ("${env:string:JAAS}", {"JAAS": JAAS}, {}),
+        ("${string:JAAS}", {"JAAS": JAAS}, {}),
+        ("${JAAS}", {"JAAS": JAAS}, {}),
+        ("${env:base64:JAAS64}", {"JAAS64": base64.b64encode(JAAS.encode()).decode()}, {}),
+        ('"${file:raw:jaas.conf}"', {}, {"jaas.conf": JAAS + "\n"}),
+        ("${file:jaas.conf}", {}, {"jaas.conf": JAAS}),
+        (
+            "${file:base64:raw:jaas.b64}",
+            {},
+            {"jaas.b64": base64.encodebytes(JAAS.encode()).decode()},
+        ),
+    ],
+)
+def test_k2k_placeholder_forms_resolve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, placeholder: str, env: dict, files: dict
+) -> None:
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    base = write(tmp_path, "base.yaml", BASE)
+    overlay = write(tmp_path, "overlay.yaml", SASL.format(placeholder=placeholder))
+    props = load_pipeline([base, overlay], env=env).target_client("producer")
+    assert (props["sasl.username"], props["sasl.password"]) == ("u", "p-w")
+
+
+def test_number_mapper_gives_numbers_and_chains_after_base64(tmp_path: Path) -> None:
+    text = BASE.replace("batchSize: 100", "batchSize: ${env:number:BATCH}")
+    text += (
+        "spark:\n  parallelism: ${env:base64:number:PAR}\n  conf:\n    x: n=${env:number:BATCH}\n"
+    )
+    cfg = load_pipeline([write(tmp_path, "p.yaml", text)], env={"BATCH": " 250 ", "PAR": "Mw"})
+    assert cfg.coordination.commit.batch_size == 250
+    assert cfg.spark.parallelism == 3
+    assert cfg.spark.conf["x"] == "n=250"
+
+
+@pytest.mark.parametrize(
+    ("placeholder", "env", "line"),
+    [
+        (
+            "${env:strng:S}",
+            {"S": "hunter2"},
+            "spark.conf.x: unknown loader or mapper 'strng', got '${env:strng:S}'; expected "
+            "${[loader:][mapper:...]NAME} with loader env or file and mappers base64, number, "
+            "raw, string, e.g. ${env:base64:SASL_JAAS}",
+        ),
+        (
+            "${env:base64:S}",
+            {"S": "hunter2!"},
+            "spark.conf.x: the value of environment variable 'S' is not valid Base64, got "
+            "'${env:base64:S}'; expected Base64 text (standard alphabet)",
+        ),
+        (
+            "${env:base64:S}",
+            {"S": base64.b64encode(b"\xff\xfe").decode()},
+            "spark.conf.x: the value of environment variable 'S' decodes to bytes that are not "
+            "UTF-8 text, got '${env:base64:S}'; expected the Base64 encoding of UTF-8 text",
+        ),
+        (
+            "${number:S}",
+            {"S": "hunter2"},
+            "spark.conf.x: the value of environment variable 'S' is not a number, got "
+            "'${number:S}'; expected an integer or a decimal number",
+        ),
+        (
+            "${file:}",
+            {},
+            "spark.conf.x: the placeholder names no file, got '${file:}'; expected "
+            "${[loader:][mapper:...]NAME} with loader env or file and mappers base64, number, "
+            "raw, string, e.g. ${env:base64:SASL_JAAS}",
+        ),
+    ],
+)
+def test_bad_placeholders_name_key_and_placeholder_never_the_value(
+    tmp_path: Path, placeholder: str, env: dict, line: str
+) -> None:
+    path = write(tmp_path, "p.yaml", BASE + f"spark:\n  conf:\n    x: {placeholder}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_pipeline([path], env=env)
+    assert caught.value.problems == [line]
+    assert "hunter2" not in line
+
+
+def test_template_engine_disabled_keeps_placeholders_as_written(tmp_path: Path) -> None:
+    text = BASE + "spark:\n  conf:\n    a: ${env:UNSET_ANYWHERE}\n    b: $${literal}\n"
+    path = write(tmp_path, "p.yaml", text)
+    with pytest.raises(ConfigError):
+        load_pipeline([path], env={})
+    cfg = load_pipeline([path], env={}, templates=False)
+    assert cfg.spark.conf == {"a": "${env:UNSET_ANYWHERE}", "b": "$${literal}"}
+
+
+def test_license_placeholders_need_not_resolve(tmp_path: Path) -> None:
+    """K2K files take the license token from the environment; k2k ignores the block."""
+    text = BASE + 'license:\n  acceptEula: true\n  token: "${env:K2K_LICENSE_TOKEN}"\n'
+    cfg = load_pipeline([write(tmp_path, "p.yaml", text)], env={})
+    assert cfg.name == "orders-dr"

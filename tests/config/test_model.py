@@ -61,9 +61,10 @@ def test_defaults_match_the_contract(build: Any) -> None:
     assert (control.partitions, control.replication_factor, control.configs) == (1, -1, {})
     assert (replicated.partitions, replicated.replication_factor, replicated.configs) == (
         None,
-        -1,
+        None,  # mirrors the source topic's
         {},
     )
+    assert replicated.common is None
     assert (cfg.spark.master, cfg.spark.conf, cfg.spark.parallelism) == ("local[*]", {}, None)
     assert cfg.spark.lease_duration == timedelta(minutes=5)
     assert cfg.license is None
@@ -128,6 +129,8 @@ def test_replication_also_reads_the_mapping_form(build: Any) -> None:
         ("key", "hash"),
         ("murmur2", "hash"),
         ("Murmur2", "hash"),
+        ("producer", "producer"),
+        ("Producer", "producer"),
     ],
 )
 def test_partition_spellings(build: Any, spelling: str, normalised: str) -> None:
@@ -243,3 +246,31 @@ def test_config_is_frozen_and_picklable(build: Any) -> None:
 def test_model_validate_is_the_same_rules() -> None:
     with pytest.raises(ValidationError):
         PipelineConfig.model_validate({**MINIMAL, "name": ""})
+
+
+@pytest.mark.parametrize("exclude", ["orders\\.test.*", ["orders.test1", "orders.test2"]])
+def test_source_exclude_wins_over_topic(build: Any, exclude: Any) -> None:
+    cfg = build(
+        {"replication": [{"source": {"topic": "orders.*", "exclude": exclude}}, {"sink": {}}]}
+    )
+    assert cfg.replication.source.exclude == exclude
+    selection = cfg.topic_selection()
+    chosen = [
+        t
+        for t in ["orders", "orders.test1", "orders.test2", "orders.eu"]
+        if selection.should_replicate(t)
+    ]
+    assert chosen == ["orders", "orders.eu"]
+    assert build().replication.source.exclude is None
+
+
+def test_excluded_listed_topics_need_no_map_entry(build: Any) -> None:
+    cfg = build(
+        {
+            "replication": [
+                {"source": {"topic": ["orders", "payments"], "exclude": ["payments"]}},
+                {"sink": {"topic": {"map": {"orders": "o2"}}}},
+            ]
+        }
+    )
+    assert not cfg.topic_selection().should_replicate("payments")

@@ -49,7 +49,7 @@ def test_every_field_has_a_description() -> None:
         for name, field in model.model_fields.items():
             if not field.description:
                 missing.append(f"{prefix}{name}")
-            # Sections, including optional ones (`ControlTopicSettings | None`).
+            # Sections, including optional ones (`TopicBlock | None`).
             for annotation in (field.annotation, *get_args(field.annotation)):
                 if isinstance(annotation, type) and hasattr(annotation, "model_fields"):
                     visit(annotation, f"{prefix}{name}.")

@@ -55,6 +55,7 @@ def test_renders_k2k_layout(build: Any) -> None:
                 "name": "source",
                 "topic": ["orders", "payments"],
                 "discoveryInterval": "30 seconds",
+                "exclude": None,
             }
         },
         {

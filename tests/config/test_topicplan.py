@@ -57,3 +57,27 @@ def test_tracing_headers_go_around_the_offset_in_order(build):
 def test_plans_pickle_for_the_executors(build):
     plans = compile_topic_plans(build({"features": {"tracingHeaders": "enabled"}}), {"a": "b"})
     assert pickle.loads(pickle.dumps(plans)) == plans
+
+
+def test_producer_partitioning_lets_the_producer_choose_with_its_own_partitioner(build):
+    from k2k.kafka.factory import producer_settings
+    from k2k.stages import ProducerPartitioner
+
+    sink = {"sink": {"partition": "producer"}}
+    cfg = build({"replication": [{"source": {"topic": "orders"}}, sink]})
+    plan = compile_topic_plans(cfg, {"orders": "orders"})["orders"]
+    assert isinstance(plan.partitioning, ProducerPartitioner)
+    assert (plan.partitioning.target_partition(3), plan.partitioning.spreads) == (-1, True)
+    # Java's default placement unless the target producer names its own partitioner.
+    assert producer_settings(cfg.target_client("producer"), True)["partitioner"] == (
+        "murmur2_random"
+    )
+    own = build(
+        {
+            "replication": [{"source": {"topic": "orders"}}, sink],
+            "target": {"kafka": {"producer": {"partitioner": "consistent_random"}}},
+        }
+    )
+    conf = producer_settings(own.target_client("producer"), True, exactly_once=True)
+    assert conf["partitioner"] == "consistent_random"
+    assert "partitioner" not in producer_settings(cfg.target_client("producer"), False)

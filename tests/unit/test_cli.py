@@ -271,3 +271,68 @@ def test_instance_name_of_the_offsets_tool_is_reserved(tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     errors = [ln for ln in result.stderr.splitlines() if ln.startswith("Error: ")]
     assert len(errors) == 1 and "reserved for k2k offsets" in errors[0], result.stderr
+
+
+# --- K2K's launch flags: -g, -l, -w --------------------------------------------------------
+
+
+def test_start_help_documents_k2k_launch_flags():
+    out = run("start", "--help").stdout
+    for flag in ("-g, --template-engine", "-l, --termination-log", "-w, --termination-log-enabled"):
+        assert flag in out, flag
+    assert "/dev/termination-log" in out
+
+
+def test_failed_start_writes_its_one_line_reason_to_the_termination_log(tmp_path):
+    log = tmp_path / "termination-log"
+    bad = with_changes(tmp_path, _set("coordination/commit/batchSize", 0))
+    result = run("start", "-f", str(bad), "-l", str(log))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert log.read_text() == line.removeprefix("error: ") + "\n"
+    assert "coordination.commit.batchSize" in log.read_text()
+
+
+def test_several_problems_are_one_line_in_the_termination_log(tmp_path):
+    log = tmp_path / "termination-log"
+    bad = with_changes(
+        tmp_path, _chain(_set("nmae", "x"), _set("coordination/commit/batchSize", 0))
+    )
+    result = run("offset-mapping", "start", "-f", str(bad), "--termination-log", str(log))
+    assert result.returncode == 2
+    text = log.read_text()
+    assert text.count("\n") == 1 and "nmae" in text and "; " in text
+
+
+def test_termination_log_disabled_writes_nothing(tmp_path):
+    log = tmp_path / "termination-log"
+    bad = with_changes(tmp_path, _set("coordination/commit/batchSize", 0))
+    result = run("start", "-f", str(bad), "-l", str(log), "-w", "disabled")
+    assert result.returncode == 2
+    assert not log.exists()
+
+
+def test_unwritable_termination_log_is_refused_before_anything_starts(tmp_path):
+    good = with_changes(tmp_path, lambda d: None)
+    result = run("start", "-f", str(good), "-l", str(tmp_path / "no-such-dir" / "log"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    errors = [ln for ln in result.stderr.splitlines() if ln.startswith("Error: ")]
+    assert len(errors) == 1, result.stderr
+    assert "'-l' / '--termination-log'" in errors[0] and "no-such-dir" in errors[0]
+
+
+@pytest.mark.parametrize("flag", ["-g", "-w"])
+def test_k2k_switch_flags_take_enabled_or_disabled(tmp_path, flag):
+    good = with_changes(tmp_path, lambda d: None)
+    result = run("start", "-f", str(good), flag, "maybe")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    errors = [ln for ln in result.stderr.splitlines() if ln.startswith("Error: ")]
+    assert len(errors) == 1 and "'maybe'" in errors[0] and "enabled or disabled" in errors[0]
+
+
+def test_template_engine_disabled_keeps_placeholders(tmp_path):
+    doc = with_changes(tmp_path, _set("spark/conf", {"x": "${env:K2K_TEST_SURELY_UNSET}"}))
+    assert run("validate", "-f", str(doc)).returncode == 2
+    result = run("validate", "-f", str(doc), "--template-engine", "disabled")
+    assert result.returncode == 0, result.stderr
+    assert yaml.safe_load(result.stdout)["spark"]["conf"] == {"x": "${env:K2K_TEST_SURELY_UNSET}"}

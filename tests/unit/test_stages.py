@@ -78,3 +78,12 @@ def test_everything_sent_to_tasks_pickles():
     group = RunnerGroup(0, (PartitionRange("t", 0, 5, None, True),))
     assert pickle.loads(pickle.dumps(spec)) == spec
     assert pickle.loads(pickle.dumps(group)) == group
+
+
+def test_selection_exclude_wins_in_both_forms():
+    by_regex = stages.TopicSelection(["a", "a.test", "b"], exclude=".*\\.test")
+    assert [t for t in ["a", "a.test", "b"] if by_regex.should_replicate(t)] == ["a", "b"]
+    by_names = stages.TopicSelection("a.*", exclude=["a.2"])
+    assert [t for t in ["a.1", "a.2", "a.3"] if by_names.should_replicate(t)] == ["a.1", "a.3"]
+    # A regex exclude matches whole names only, as the topic regex does.
+    assert stages.TopicSelection(".*", exclude="test").should_replicate("test-orders")

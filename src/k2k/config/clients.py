@@ -112,7 +112,11 @@ RENAMES: dict[str, Rename] = {
 _SERDE = "k2k copies keys and values as bytes, so (de)serializer settings do not apply"
 _REGISTRY = "schema registry settings belong in source.registry / target.registry"
 _METRICS = "k2k reports metrics itself (see the metrics section)"
-_PARTITIONER = "the sink stage chooses partitions: replication sink partition: source | hash"
+_PARTITIONER = (
+    "the sink stage places records (replication sink partition: source | hash | producer); "
+    "Java partitioner classes cannot run in librdkafka: with partition: producer set "
+    "librdkafka's partitioner instead (default murmur2_random, the Java default placement)"
+)
 _JVM_TLS = "Java security providers do not apply; librdkafka uses OpenSSL"
 _TLS_VERSION = (
     "librdkafka negotiates the TLS version with OpenSSL; restrict ciphers with ssl.cipher.suites"

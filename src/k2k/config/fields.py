@@ -8,7 +8,7 @@ Parsers raise :func:`k2k.config.errors.problems_error` with the house-style text
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Annotated, Any
 
@@ -29,12 +29,44 @@ __all__ = [
     "check_topic_name",
     "duration_value",
     "parse_flag",
+    "regex_or_names",
     "scalar_text",
 ]
 
 FLAG_VALUES = ("enabled", "disabled")
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 TOPIC_NAME_RULE = "a Kafka topic name: 1 to 249 of a-z A-Z 0-9 . _ -, not '.' or '..'"
+
+
+def regex_or_names(
+    value: Any, expected: str, name_problem: Callable[[Any], str | None]
+) -> str | list[str]:
+    """A selection (topics, groups): a non-empty regular expression, or a non-empty list of
+    names each of which ``name_problem`` accepts (returns None for). Problems name the
+    offending entry; ``expected`` says what the selection should be.
+
+    >>> regex_or_names("a.*", "x", lambda n: None), regex_or_names(["a"], "x", lambda n: None)
+    ('a.*', ['a'])
+    """
+    if isinstance(value, str):
+        if not value:
+            raise problems_error([((), describe("empty", got=value, expected=expected))])
+        try:
+            re.compile(value)
+        except re.error as exc:
+            what = f"invalid regular expression ({exc})"
+            raise problems_error([((), describe(what, got=value, expected=expected))]) from None
+        return value
+    if isinstance(value, list) and value:
+        problems: list[Problem] = [
+            ((index,), problem)
+            for index, name in enumerate(value)
+            if (problem := name_problem(name)) is not None
+        ]
+        if problems:
+            raise problems_error(problems)
+        return list(value)
+    raise problems_error([((), describe("wrong type", got=value, expected=expected))])
 
 
 def scalar_text(value: Any) -> str | None:

@@ -121,20 +121,25 @@ def deep_merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str,
     return merged
 
 
-def _resolved(data: Mapping[str, Any], env: Mapping[str, str] | None) -> Any:
-    """``data`` with placeholders resolved; ConfigError listing every unresolved one."""
-    resolved, failures = resolve_tree(data, os.environ if env is None else env)
+def _resolved(data: Mapping[str, Any], env: Mapping[str, str] | None, templates: bool) -> Any:
+    """``data`` with placeholders resolved (as it is when ``templates`` is off); ConfigError
+    listing every unresolved one."""
+    if not templates:
+        return data
+    # K2K's license block is ignored: its placeholders (a token from the environment) need
+    # not resolve where k2k runs.
+    ignored = {k: v for k, v in data.items() if k == "license"}
+    rest = {k: v for k, v in data.items() if k != "license"}
+    resolved, failures = resolve_tree(rest, os.environ if env is None else env)
     if failures:
-        lines = []
-        for path, failure in failures:
-            if failure.placeholder.startswith("${env:"):
-                expected = "the environment variable to be set where k2k runs"
-            else:
-                expected = "a readable UTF-8 file (a relative path starts at the current directory)"
-            got = f"got {failure.placeholder!r}; expected {expected}"
-            lines.append(f"{dotted(path)}: {failure.reason}, {got}")
-        raise ConfigError(lines)
-    return resolved
+        raise ConfigError(
+            [
+                f"{dotted(path)}: {failure.reason}, got {failure.placeholder!r}; "
+                f"expected {failure.expected}"
+                for path, failure in failures
+            ]
+        )
+    return {**resolved, **ignored}
 
 
 def _validated(model: type[_Config], data: Any) -> _Config:
@@ -169,41 +174,51 @@ def _merged(sources: Source | Sequence[Source]) -> dict[str, Any]:
     return merged
 
 
-def build_pipeline(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> PipelineConfig:
-    """Resolve placeholders in ``data`` and validate it; raise ConfigError with every problem."""
-    return _validated(PipelineConfig, _resolved(data, env))
+def build_pipeline(
+    data: Mapping[str, Any], env: Mapping[str, str] | None = None, *, templates: bool = True
+) -> PipelineConfig:
+    """Resolve placeholders in ``data`` (unless ``templates`` is off) and validate it; raise
+    ConfigError with every problem."""
+    return _validated(PipelineConfig, _resolved(data, env, templates))
 
 
 def load_pipeline(
-    sources: Source | Sequence[Source], env: Mapping[str, str] | None = None
+    sources: Source | Sequence[Source],
+    env: Mapping[str, str] | None = None,
+    *,
+    templates: bool = True,
 ) -> PipelineConfig:
     """Load, merge (in order, later wins) and validate pipeline files.
 
     Each of ``sources`` is a file or a mapping in the file's layout (``{"name": ..., "source":
     {"kafka": ...}, ...}``), so a program can overlay a file with values of its own.
-    ``env`` resolves ``${env:NAME}`` placeholders; None means ``os.environ``.
+    ``env`` resolves ``${env:NAME}`` placeholders; None means ``os.environ``. ``templates``
+    False (``-g disabled``) keeps every ``${...}`` as written.
     Raises :class:`k2k.errors.ConfigError` listing every problem found.
     """
-    return build_pipeline(_merged(sources), env)
+    return build_pipeline(_merged(sources), env, templates=templates)
 
 
 def build_offset_mapping_app(
-    data: Mapping[str, Any], env: Mapping[str, str] | None = None
+    data: Mapping[str, Any], env: Mapping[str, str] | None = None, *, templates: bool = True
 ) -> OffsetMappingAppConfig:
     """The Offset Mapping app's configuration from ``data``; the replicator's keys are dropped.
 
     Replicator-only keys go first (:func:`k2k.config.offset_mapping.app_keys_only`), so their
     placeholders need not resolve; then as :func:`build_pipeline`.
     """
-    return _validated(OffsetMappingAppConfig, _resolved(app_keys_only(data), env))
+    return _validated(OffsetMappingAppConfig, _resolved(app_keys_only(data), env, templates))
 
 
 def load_offset_mapping_app(
-    sources: Source | Sequence[Source], env: Mapping[str, str] | None = None
+    sources: Source | Sequence[Source],
+    env: Mapping[str, str] | None = None,
+    *,
+    templates: bool = True,
 ) -> OffsetMappingAppConfig:
     """Load, merge and validate the Offset Mapping app's files (``k2k offset-mapping start``).
 
     Like :func:`load_pipeline`, and a replicator's pipeline file may be one of the files:
     ``-f pipeline.yaml -f offset-mapping.yaml``.
     """
-    return build_offset_mapping_app(_merged(sources), env)
+    return build_offset_mapping_app(_merged(sources), env, templates=templates)

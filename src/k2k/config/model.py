@@ -11,7 +11,6 @@ model that sees all fields involved, so that problems are reported under the rig
 from __future__ import annotations
 
 import codecs
-import re
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Annotated, Any, ClassVar, Literal
@@ -41,6 +40,7 @@ from k2k.config.fields import (
     TopicName,
     check_topic_name,
     parse_flag,
+    regex_or_names,
 )
 from k2k.config.hints import FieldDoc
 from k2k.config.mapping import OffsetMappingSettings
@@ -157,8 +157,13 @@ class Features(K2KModel):
     )
     check_kafka_connection_on_startup: Flag = Field(
         False,
-        description="Accepted for K2K compatibility; k2k always checks both clusters at start "
-        "(bounded by `connectTimeout`) whatever the value.",
+        description="Accepted for K2K compatibility; the value changes nothing. (In K2K, "
+        "`enabled` runs extra diagnostics when Kafka is unreachable at start; k2k runs none.) "
+        "Whatever the value, `k2k start` first lists the source's topics, then checks the "
+        "control topics on the target; a cluster that does not answer within its "
+        "`connectTimeout` (default 15 s) stops the start with one line naming the cluster, its "
+        "bootstrap address and the client's last error (connection refused, name resolution, "
+        "TLS handshake or authentication failure, with the settings to check).",
     )
     header_replication: Flag = Field(
         False, description="Copy the source records' headers to the target records."
@@ -171,8 +176,12 @@ class Features(K2KModel):
     )
     optimize_offset_commit_partition: Flag = Field(
         True,
-        description="Accepted for K2K compatibility; no effect (k2k's progress records are "
-        "keyed per source partition already).",
+        description="Accepted for K2K compatibility; the value changes nothing. (In K2K, "
+        "`enabled` sends all of an instance's commit messages to one partition of the commit "
+        "topic.) Whatever the value, k2k writes one progress record per (commit group, source "
+        "topic, source partition), keyed by those three, to the commit-topic partition that "
+        "Kafka's murmur2 hash of the key picks: a source partition's progress always goes to "
+        "the same commit-topic partition, and the records of one runner spread over several.",
     )
     auto_create_control_topics: Flag = Field(
         False,
@@ -412,7 +421,7 @@ class SourceStage(K2KModel):
         description="A regular expression (Python `re` syntax, which agrees with Java's for the "
         "usual patterns) matched against the whole topic name, e.g. `orders\\..*`; or a list of "
         "exact topic names. Internal topics (`__*`, `.*`, `*.internal`) and k2k's control topics "
-        "are never replicated."
+        "are never replicated, nor are those `exclude` names."
     )
     discovery_interval: Duration = Field(
         timedelta(seconds=30),
@@ -422,36 +431,41 @@ class SourceStage(K2KModel):
         "Not with `--until-caught-up`, which checks at lease boundaries only.",
     )
 
+    exclude: Annotated[
+        str | list[str] | None,
+        FieldDoc("regex string | list of topic names | null", _SELECTION_EXPECTED),
+    ] = Field(
+        None,
+        description="Source topics not to replicate although `topic` selects them: a regular "
+        "expression matched against the whole topic name, or a list of exact topic names. "
+        "Exclude wins over `topic`, e.g. `topic: 'orders\\..*'` with `exclude: "
+        "'orders\\.test.*'`; null excludes nothing.",
+    )
+
     @field_validator("topic", mode="before")
     @classmethod
     def _selection(cls, value: Any) -> str | list[str]:
-        if isinstance(value, str):
-            if not value:
-                raise problems_error(
-                    [((), describe("empty", got=value, expected=_SELECTION_EXPECTED))]
-                )
-            try:
-                re.compile(value)
-            except re.error as exc:
-                what = f"invalid regular expression ({exc})"
-                raise problems_error(
-                    [((), describe(what, got=value, expected=_SELECTION_EXPECTED))]
-                ) from None
-            return value
-        if isinstance(value, list) and value:
-            problems: list[Problem] = [
-                ((index,), problem)
-                for index, name in enumerate(value)
-                if (problem := check_topic_name(name)) is not None
-            ]
-            _raise(problems)
-            return list(value)
-        raise problems_error(
-            [((), describe("wrong type", got=value, expected=_SELECTION_EXPECTED))]
-        )
+        return _topic_names(value)
+
+    @field_validator("exclude", mode="before")
+    @classmethod
+    def _exclusion(cls, value: Any) -> str | list[str] | None:
+        return None if value is None else _topic_names(value)
 
 
-_PARTITION_SPELLINGS = {"source": "source", "hash": "hash", "key": "hash", "murmur2": "hash"}
+def _topic_names(value: Any) -> str | list[str]:
+    """A topic selection's value: a valid regex string, or a non-empty list of topic names."""
+    return regex_or_names(value, _SELECTION_EXPECTED, check_topic_name)
+
+
+_PARTITION_SPELLINGS = {
+    "source": "source",
+    "hash": "hash",
+    "key": "hash",
+    "murmur2": "hash",
+    "producer": "producer",
+}
+_PARTITION_EXPECTED = "one of: source, hash, producer (also accepted: key, murmur2 for hash)"
 
 
 class SinkStage(K2KModel):
@@ -470,13 +484,22 @@ class SinkStage(K2KModel):
         "the map are not replicated).",
     )
     partition: Annotated[
-        Literal["source", "hash"],
-        FieldDoc("source | hash", "one of: source, hash (also accepted: key, murmur2)"),
+        Literal["source", "hash", "producer"],
+        FieldDoc("source | hash | producer", _PARTITION_EXPECTED),
     ] = Field(
         "source",
         description="`source`: the record keeps its partition number (the target topic needs at "
         "least as many partitions). `hash`: the partition is chosen from the key with Kafka's "
-        "murmur2 hash, as a Java producer would (`key` and `murmur2` are accepted spellings).",
+        "murmur2 hash, as a Java producer would (`key` and `murmur2` are accepted spellings). "
+        "`producer` (K2K's producer-defined partitioning): the target producer places each "
+        "record with its partitioner, librdkafka's `partitioner` in `target.kafka.producer` "
+        "(default `murmur2_random`, the Java producer's default placement, so keyed records "
+        "land as with `hash`; also `consistent_random`, `random`, `fnv1a_random`, ...; Java's "
+        "`partitioner.class` cannot run and is refused). With `hash` and `producer`, null keys "
+        "go to a partition chosen at random and kept for `sticky.partitioning.linger.ms` "
+        "(librdkafka's sticky partitioning, like the Java producer's): null-keyed records of "
+        "one source partition spread over the target partitions and lose their relative order "
+        "across them. `k2k verify` expects the murmur2 placement of keyed records.",
     )
 
     @field_validator("topic", mode="before")
@@ -491,8 +514,9 @@ class SinkStage(K2KModel):
             _PARTITION_SPELLINGS.get(value.strip().lower()) if isinstance(value, str) else None
         )
         if spelling is None:
-            expected = "one of: source, hash (also accepted: key, murmur2)"
-            raise problems_error([((), describe("invalid value", got=value, expected=expected))])
+            raise problems_error(
+                [((), describe("invalid value", got=value, expected=_PARTITION_EXPECTED))]
+            )
         return spelling
 
 
@@ -860,8 +884,9 @@ class PipelineConfig(K2KModel):
         problems: list[Problem] = []
         routing, selection = self.replication.sink.topic, self.replication.source.topic
         if isinstance(routing, ExplicitTopicMap) and isinstance(selection, list):
+            chosen = self.topic_selection()
             for index, name in enumerate(selection):
-                if name not in routing.mapping:
+                if name not in routing.mapping and chosen.should_replicate(name):
                     what = "selected topic missing from replication.sink.topic.map"
                     expected = (
                         "an entry for every listed topic (unmapped topics are not replicated)"
@@ -912,8 +937,28 @@ class PipelineConfig(K2KModel):
                 self._transaction_timeout_ms() if self.features.exactly_once else None,
             )
         )
+        problems.extend(self._partitioner_problems())
         _raise(problems)
         return self
+
+    def _partitioner_problems(self) -> list[Problem]:
+        """librdkafka's ``partitioner`` decides only with ``partition: producer``: elsewhere
+        it would be silently overridden (``hash``) or unused (``source``)."""
+        partition = self.replication.sink.partition
+        if partition == "producer":
+            return []
+        kafka = self.target.kafka
+        what = f"has no effect with replication.sink.partition: {partition}"
+        expected = "partition: producer, to let the target producer's partitioner place records"
+        return [
+            (
+                ("target", "kafka", layer, "partitioner"),
+                describe(what, got=props[key], expected=expected),
+            )
+            for layer, props in (("common", kafka.common), ("producer", kafka.producer))
+            for key in props
+            if key == "partitioner"
+        ]
 
     def _exactly_once_problems(self) -> list[Problem]:
         """Transactions must outlive a commit batch, and records must not outlive them."""
@@ -960,9 +1005,11 @@ class PipelineConfig(K2KModel):
     def topic_selection(self) -> TopicSelection:
         """The source topics this pipeline replicates: the selection, never its own control
         topics."""
+        source = self.replication.source
         return TopicSelection(
-            self.replication.source.topic,
+            source.topic,
             excluded=[self.coordination.commit.topic, self.coordination.assignment.topic],
+            exclude=source.exclude,
         )
 
     def start_offset_kind(self) -> Literal["earliest", "latest"]:

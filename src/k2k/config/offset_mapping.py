@@ -25,8 +25,8 @@ from typing import Annotated, Any
 from pydantic import AliasChoices, BaseModel, Field, field_validator, model_validator
 
 from k2k.config.base import K2KModel, Policy, license_field, one_spelling, raise_problems
-from k2k.config.errors import Problem, describe, problems_error
-from k2k.config.fields import Count, Duration, Flag, FreeMapping
+from k2k.config.errors import describe
+from k2k.config.fields import Count, Duration, Flag, FreeMapping, regex_or_names
 from k2k.config.hints import FieldDoc
 from k2k.config.mapping import OffsetMappingSettings
 from k2k.config.metrics import AppMetricPrefixes, AppMetrics, MetricsKafka
@@ -97,27 +97,14 @@ _GROUPS_EXPECTED = (
 )
 
 
+def _group_name_problem(name: Any) -> str | None:
+    if isinstance(name, str) and name:
+        return None
+    return describe("not a group name", got=name, expected="a non-empty string")
+
+
 def _group_selection(value: Any) -> str | list[str]:
-    if isinstance(value, str):
-        if not value:
-            raise problems_error([((), describe("empty", got=value, expected=_GROUPS_EXPECTED))])
-        try:
-            re.compile(value)
-        except re.error as exc:
-            what = f"invalid regular expression ({exc})"
-            raise problems_error(
-                [((), describe(what, got=value, expected=_GROUPS_EXPECTED))]
-            ) from None
-        return value
-    if isinstance(value, list) and value:
-        problems: list[Problem] = [
-            ((index,), describe("not a group name", got=name, expected="a non-empty string"))
-            for index, name in enumerate(value)
-            if not isinstance(name, str) or not name
-        ]
-        raise_problems(problems)
-        return list(value)
-    raise problems_error([((), describe("wrong type", got=value, expected=_GROUPS_EXPECTED))])
+    return regex_or_names(value, _GROUPS_EXPECTED, _group_name_problem)
 
 
 class Groups(K2KModel):

@@ -49,10 +49,19 @@ which prints every problem at once, one line each, and the effective configurati
   A bare number is refused, so that nobody has to guess the unit. Units: {units}.
 * **Several files** (`k2k start -f base.yaml -f overlay.yaml`) are deep-merged in order: mappings
   merge key by key and the later file wins; lists (such as `replication`) are replaced whole.
-* **Placeholders** in string values are resolved after merging: `${{env:NAME}}` is an
-  environment variable (unset is an error), `${{file:PATH}}` is a file's UTF-8 content with one
-  trailing newline removed (a relative `PATH` starts at the current working directory, not at
-  the YAML file). `$${{` writes a literal `${{`.
+* **Placeholders** (K2K's template engine) in string values are resolved after merging:
+  `${{loader:mapper:...:NAME}}`, loader and mappers optional. Loaders: `env` (the default)
+  reads environment variable `NAME` (unset is an error); `file` reads the file at `NAME` as
+  UTF-8 text with one trailing newline removed (a relative path starts at the current working
+  directory, not at the YAML file). Mappers, applied left to right: `base64` decodes Base64 to
+  UTF-8 text, `number` makes a number of a value that is the whole placeholder (e.g.
+  `batchSize: ${{env:number:BATCH}}`), `string` and `raw` keep the text as it is (K2K
+  substitutes text before parsing the YAML, where they decide quoting; k2k resolves inside
+  parsed values, so the YAML around the placeholder decides). Example:
+  `sasl.jaas.config: ${{env:base64:SASL_JAAS}}`. `$${{` writes a literal `${{`. Errors name the
+  key and the placeholder, never the value. Those in the ignored `license` block are not
+  resolved (a K2K token variable need not be set). `k2k start -g disabled`
+  (`--template-engine`) turns the engine off: every `${{...}}` is kept as written.
 * **Empty sections** (a key followed only by comments, i.e. YAML null) mean "all defaults".
 * **Secrets** (keys named `sasl.jaas.config`, `*password*`, `*secret*`, `*token*`,
   `ssl.key.pem`, `basic.auth.user.info`) are never shown: the effective configuration, logs

@@ -8,6 +8,10 @@ configure them per kind. :meth:`ControlTopicCreation.coordination`,
 one kind's settings: its own block over ``common`` over the flat keys. The commit and
 assignment topics are compacted; the offset-mapping and metrics topics are not compacted-only,
 because old records there are deleted by age or by the Offset Mapping app's cleaner.
+
+Replicated topics (``topicCreation.replicated``) mirror their source topic (partitions,
+replication factor, the topic's own configs) under the same two layouts: k2k's flat keys and
+K2K 2.x's ``common`` block, which wins (:meth:`ReplicatedTopicCreation.resolve`).
 """
 
 from __future__ import annotations
@@ -24,9 +28,9 @@ from k2k.config.hints import FieldDoc
 
 __all__ = [
     "ControlTopicCreation",
-    "ControlTopicSettings",
     "ReplicatedTopicCreation",
     "ReplicationFactor",
+    "TopicBlock",
     "TopicCreation",
     "TopicSettings",
 ]
@@ -57,7 +61,8 @@ def _policies(value: str) -> set[str]:
 
 @dataclass(frozen=True)
 class TopicSettings:
-    """How to create one kind of control topic, resolved from ``topicCreation.control``."""
+    """How to create one topic: a kind of control topic (``topicCreation.control``) or a
+    replicated topic (``topicCreation.replicated``)."""
 
     partitions: int
     replication_factor: int
@@ -70,26 +75,30 @@ _SETTINGS_SPELLINGS = {
 }
 
 
-class ControlTopicSettings(K2KModel):
-    """One block of K2K 2.x's control-topic layout; unset keys fall back (see the module doc)."""
+class TopicBlock(K2KModel):
+    """One ``{partitions, replication, config}`` block of K2K 2.x's ``topicCreation`` layout
+    (``control.common``, ``control.offsetMapping``, ``control.metrics``, ``replicated.common``);
+    unset keys fall back to the next layer (see the module doc)."""
 
     partitions: Count | None = Field(
         None,
         ge=1,
-        description="Partitions; null falls back to `common`, then to the flat `partitions`.",
+        description="Partitions; null falls back to the next layer (`common`, then the flat "
+        "`partitions`; for replicated topics then the source topic's count).",
     )
     replication: ReplicationFactor | None = Field(
         None,
         validation_alias=AliasChoices(*_SETTINGS_SPELLINGS["replication"]),
-        description="Replication factor, -1 for the broker's `default.replication.factor` "
-        "(`replicationFactor` is also read); null falls back to `common`, then to the flat "
-        "`replicationFactor`.",
+        description="Replication factor, -1 for the target broker's "
+        "`default.replication.factor` (`replicationFactor` is also read); null falls back to "
+        "the next layer (`common`, then the flat `replicationFactor`; for replicated topics "
+        "then the source topic's).",
     )
     config: StrMap = Field(
         default_factory=dict,
         validation_alias=AliasChoices(*_SETTINGS_SPELLINGS["config"]),
-        description="Topic configs (`configs` is also read), applied over those of `common` and "
-        "the flat `configs`.",
+        description="Topic configs (`configs` is also read), applied over those of the layers "
+        "below (`common`, the flat `configs`; for replicated topics the source topic's).",
     )
 
     @model_validator(mode="before")
@@ -134,13 +143,13 @@ class ControlTopicCreation(K2KModel):
         "`cleanup.policy` is `compact` for the commit and assignment topics (another value is "
         "refused) and is not passed on to the offset-mapping and metrics topics.",
     )
-    common: Annotated[ControlTopicSettings | None, _BLOCK] = Field(
+    common: Annotated[TopicBlock | None, _BLOCK] = Field(
         None,
         description="K2K 2.x layout: `{partitions, replication, config}` for every control topic, "
         "over the flat keys (`replicationFactor` and `configs` are also read in a block). A "
         "`cleanup.policy` here must be `compact`; it reaches the commit and assignment topics only.",
     )
-    offset_mapping_block: Annotated[ControlTopicSettings | None, _BLOCK] = Field(
+    offset_mapping_block: Annotated[TopicBlock | None, _BLOCK] = Field(
         None,
         alias="offsetMapping",
         validation_alias=AliasChoices("offsetMapping", "offset_mapping"),
@@ -148,7 +157,7 @@ class ControlTopicCreation(K2KModel):
         "`cleanup.policy` is `delete` unless set here, and must include `delete`: the Offset "
         "Mapping app trims old mappings with DeleteRecords.",
     )
-    metrics_block: Annotated[ControlTopicSettings | None, _BLOCK] = Field(
+    metrics_block: Annotated[TopicBlock | None, _BLOCK] = Field(
         None,
         alias="metrics",
         validation_alias=AliasChoices("metrics"),
@@ -190,7 +199,7 @@ class ControlTopicCreation(K2KModel):
         raise_problems(problems)
         return self
 
-    def _sizes(self, block: ControlTopicSettings | None) -> tuple[int, int]:
+    def _sizes(self, block: TopicBlock | None) -> tuple[int, int]:
         partitions, replication_factor = self.partitions, self.replication_factor
         for layer in (self.common, block):
             if layer is None:
@@ -210,7 +219,7 @@ class ControlTopicCreation(K2KModel):
         configs = {_POLICY: "compact", **self._common_configs()}
         return TopicSettings(partitions, replication_factor, configs)
 
-    def _expiring(self, block: ControlTopicSettings | None) -> TopicSettings:
+    def _expiring(self, block: TopicBlock | None) -> TopicSettings:
         partitions, replication_factor = self._sizes(block)
         inherited = {k: v for k, v in self._common_configs().items() if k != _POLICY}
         configs = {_POLICY: "delete", **inherited, **(block.config if block else {})}
@@ -225,21 +234,84 @@ class ControlTopicCreation(K2KModel):
         return self._expiring(self.metrics_block)
 
 
+_FLAT_SPELLINGS = {
+    "replication_factor": ("replicationFactor", "replication_factor", "replication"),
+    "configs": ("configs", "config"),
+}
+
+
 class ReplicatedTopicCreation(K2KModel):
-    """Settings of target topics k2k creates (``features.autoCreateTopics``)."""
+    """Settings of target topics k2k creates (``features.autoCreateTopics``).
+
+    A created topic mirrors its source topic: partition count, replication factor and the
+    topic's own configs. Two layouts override that, alone or together: k2k's flat keys
+    (``partitions``, ``replicationFactor``, ``configs``; ``replication`` and ``config`` are
+    also read) and K2K 2.x's ``common`` block (``{partitions, replication, config}``), which
+    wins over the flat keys. :meth:`resolve` applies them to one source topic.
+    """
 
     partitions: Count | None = Field(
         None,
         ge=1,
-        description="Partitions of each created topic; null means as many as the source topic.",
+        description="Partitions of each created topic; null means as many as the source topic. "
+        "`common.partitions` wins.",
     )
-    replication_factor: ReplicationFactor = Field(
-        -1, description="Replication factor; -1 uses the broker's `default.replication.factor`."
+    replication_factor: ReplicationFactor | None = Field(
+        None,
+        validation_alias=AliasChoices(*_FLAT_SPELLINGS["replication_factor"]),
+        description="Replication factor (`replication` is also read); null mirrors the source "
+        "topic's, -1 uses the target broker's `default.replication.factor`. "
+        "`common.replication` wins.",
     )
     configs: StrMap = Field(
         default_factory=dict,
-        description="Overrides applied on top of the source topic's configs, which are copied.",
+        validation_alias=AliasChoices(*_FLAT_SPELLINGS["configs"]),
+        description="Overrides applied on top of the source topic's configs, which are copied "
+        "(`config` is also read); `common.config` wins.",
     )
+    common: Annotated[TopicBlock | None, _BLOCK] = Field(
+        None,
+        description="K2K 2.x layout: `{partitions, replication, config}` for every created "
+        "topic, over the flat keys; unset keys fall back to them, then to the source topic "
+        "(`replicationFactor` and `configs` are also read here).",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_spelling(cls, data: Any) -> Any:
+        one_spelling(data, _FLAT_SPELLINGS)
+        return data
+
+    def resolve(
+        self, partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> TopicSettings:
+        """The settings of a target topic for a source topic of ``partitions`` partitions,
+        ``replication_factor`` replicas and ``configs`` (its own configs): ``common`` over the
+        flat keys over the source's.
+
+        >>> ReplicatedTopicCreation().resolve(6, 3, {"retention.ms": "1"})
+        TopicSettings(partitions=6, replication_factor=3, configs={'retention.ms': '1'})
+        >>> creation = ReplicatedTopicCreation(
+        ...     replication_factor=2, common={"partitions": 4, "config": {"a": "b"}}
+        ... )
+        >>> creation.resolve(6, 3, {})
+        TopicSettings(partitions=4, replication_factor=2, configs={'a': 'b'})
+        """
+        common = self.common or TopicBlock()
+        chosen_partitions = common.partitions or self.partitions or partitions
+        chosen_rf = next(
+            rf
+            for rf in (common.replication, self.replication_factor, replication_factor)
+            if rf is not None
+        )
+        return TopicSettings(
+            chosen_partitions, chosen_rf, {**configs, **self.configs, **common.config}
+        )
+
+    def mirrors_replication_factor(self) -> bool:
+        """True when created topics take the source topic's replication factor."""
+        common = self.common.replication if self.common else None
+        return common is None and self.replication_factor is None
 
 
 class TopicCreation(K2KModel):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, ClassVar, Protocol
 
@@ -42,8 +42,12 @@ _NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
 
 @dataclass(frozen=True, slots=True)
 class TopicInfo:
+    """A topic as the cluster's metadata shows it. ``replication_factor`` is the most replicas
+    any partition has (0 when unknown); it takes no part in comparisons."""
+
     name: str
     partitions: int
+    replication_factor: int = field(default=0, compare=False)
 
 
 class ClusterSettings(Protocol):
@@ -123,7 +127,8 @@ class ClusterView:
                 continue
             if not tmd.partitions:
                 continue  # being created: no partitions yet
-            out[name] = TopicInfo(name, len(tmd.partitions))
+            replicas = max(len(p.replicas) for p in tmd.partitions.values())
+            out[name] = TopicInfo(name, len(tmd.partitions), replicas)
         return out
 
     def topic_ids(self, names: Iterable[str]) -> dict[str, str]:

@@ -18,6 +18,7 @@ from k2k.kafka.clientlog import CLIENT_LOG
 
 __all__ = [
     "CONSUMER_DEFAULTS",
+    "JAVA_PARTITIONER",
     "PRODUCER_DEFAULTS",
     "TRANSACTIONAL_DEFAULTS",
     "ErrorCallback",
@@ -55,6 +56,10 @@ CONSUMER_FORCED: dict[str, str] = {
     "enable.partition.eof": "true",
     "auto.offset.reset": "error",
 }
+
+#: librdkafka's partitioner that places keyed records as the Java producer's default
+#: partitioner does (Kafka's murmur2 of the key, :mod:`k2k.kafka.murmur2`).
+JAVA_PARTITIONER = "murmur2_random"
 
 #: Target producer defaults: ordered, durable and batched. Idempotence keeps per-partition
 #: order across retries; ``message.max.bytes`` is raised so the broker, not the client,
@@ -131,9 +136,11 @@ def producer_settings(
 ) -> dict[str, str]:
     """The effective target-producer properties: defaults < user properties < forced.
 
-    With key-hash partition mapping the producer places records itself with librdkafka's
-    ``murmur2_random`` partitioner, which is the Java client's murmur2 placement. The
-    ``transactional.id`` of an exactly-once runner is added by the runner itself.
+    With ``partition_by_key`` (``partition: hash`` or ``producer``) the producer places
+    records itself, with librdkafka's ``murmur2_random`` partitioner (the Java client's
+    murmur2 placement) unless the user's ``partitioner`` says otherwise (the config model
+    allows one with ``partition: producer`` only). The ``transactional.id`` of an
+    exactly-once runner is added by the runner itself.
     """
     if exactly_once:
         conf = {**PRODUCER_DEFAULTS, **TRANSACTIONAL_DEFAULTS, **props, **TRANSACTIONAL_FORCED}
@@ -142,7 +149,7 @@ def producer_settings(
     else:
         conf = {**PRODUCER_DEFAULTS, **props, **PRODUCER_FORCED}
     if partition_by_key:
-        conf["partitioner"] = "murmur2_random"
+        conf.setdefault("partitioner", JAVA_PARTITIONER)
     return conf
 
 

@@ -9,8 +9,9 @@ copier reads the record's fields and calls ``produce``.
 Acknowledgements are placed per run, not per record: with ``partition: source`` a run goes
 to one target partition, whose order the idempotent producer keeps, so only the run's last
 record carries the commit strategy's callback (see :mod:`k2k.pipeline.commit.at_least_once`
-for why that is safe). With ``partition: hash`` a run spreads over target partitions and
-every record carries one. A Python call per record is the largest cost after consume and
+for why that is safe). With ``partition: hash`` or ``producer`` a run spreads over target
+partitions (no partition is passed to ``produce``: the producer's partitioner places each
+record) and every record carries one. A Python call per record is the largest cost after consume and
 produce, which is why the callbacks are placed so sparingly.
 """
 
@@ -55,7 +56,7 @@ class RecordCopier:
         self.on_event = on_event
         self.on_produce_error = on_produce_error
         self.observer = observer
-        #: An observer of ``partition: hash`` runs needs each record's own target partition
+        #: An observer of ``partition: hash``/``producer`` runs needs each record's own target partition
         #: and offset, so every record is a run of its own.
         self.one_by_one = observer is not None and any(
             p.partitioning.spreads for p in plans.values()

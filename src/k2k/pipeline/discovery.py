@@ -188,11 +188,13 @@ class Discovery:
     # -- steps ---------------------------------------------------------------------------
 
     def _check_listed(self, source_topics: Mapping[str, TopicInfo]) -> None:
-        """Step 1: every topic named in a list selection exists."""
+        """Step 1: every topic named in a list selection exists (excluded ones need not)."""
         listed = self.cfg.replication.source.topic
         if isinstance(listed, str):
             return
-        absent = sorted(set(listed) - set(source_topics))
+        absent = sorted(
+            t for t in set(listed) - set(source_topics) if self.selection.should_replicate(t)
+        )
         if absent:
             raise TopicError(
                 f"replication source topic(s) {', '.join(repr(t) for t in absent)} "
@@ -226,11 +228,11 @@ class Discovery:
         """Step 3: create (``autoCreateTopics``) or check the target topic of every new
         source topic. Several source topics may share one target (many-to-one routing)."""
         wanted: dict[str, int] = {}
-        first_source: dict[str, str] = {}
+        first_source: dict[str, TopicInfo] = {}
         for name, info in topics.items():
             target = self.router.route(name) or name
             wanted[target] = max(wanted.get(target, 0), info.partitions)
-            first_source.setdefault(target, name)
+            first_source.setdefault(target, info)
         existing = self.target.topics()
         for target, partitions in wanted.items():
             if target in existing:
@@ -365,26 +367,46 @@ class Discovery:
                 f"to continue from the committed positions"
             )
 
-    def _create_target(self, target: str, partitions: int, source: str) -> None:
-        """Create ``target`` with ``source``'s own topic configs under
-        ``topicCreation.replicated``'s, when ``features.autoCreateTopics`` allows it."""
+    def _create_target(self, target: str, partitions: int, source: TopicInfo) -> None:
+        """Create ``target`` like ``source`` (partitions, replication factor, its own topic
+        configs) under ``topicCreation.replicated``, when ``features.autoCreateTopics`` allows
+        it. ``partitions``: the most partitions of the source topics routed to it."""
         cfg = self.cfg
         if not cfg.features.auto_create_topics:
             raise TopicError(
-                f"target topic {target!r} (for source topic {source!r}) is "
+                f"target topic {target!r} (for source topic {source.name!r}) is "
                 f"missing on the target cluster at {self.target.bootstrap}; create it or set "
                 f"features.autoCreateTopics: enabled"
             )
         creation = cfg.topic_creation.replicated
-        configs = {**self.source.non_default_configs(source), **creation.configs}
-        count = creation.partitions or partitions
-        if cfg.replication.sink.partition == "source" and count < partitions:
+        mirrored = creation.mirrors_replication_factor()
+        replicas = source.replication_factor or -1  # unknown: the target broker's default
+        own = self.source.non_default_configs(source.name)
+        settings = creation.resolve(partitions, replicas, own)
+        if cfg.replication.sink.partition == "source" and settings.partitions < partitions:
             raise TopicError(
-                f"topicCreation.replicated.partitions is {count} but source topic "
-                f"{source!r} has {partitions} partitions (partition: source)"
+                f"topicCreation.replicated asks for {settings.partitions} partitions but source "
+                f"topic {source.name!r} has {partitions} (partition: source needs at least as "
+                "many)"
             )
-        log.info("creating target topic %s (%d partitions)", target, count)
-        self.target.create_topic(target, count, creation.replication_factor, configs)
+        log.info(
+            "creating target topic %s (%d partitions, replication factor %d)",
+            target,
+            settings.partitions,
+            settings.replication_factor,
+        )
+        try:
+            self.target.create_topic(
+                target, settings.partitions, settings.replication_factor, settings.configs
+            )
+        except TopicError as exc:
+            if not mirrored:
+                raise
+            raise TopicError(
+                f"{exc} (replication factor {settings.replication_factor} mirrored from source "
+                f"topic {source.name!r}; set topicCreation.replicated.replication, -1 for the "
+                "target broker's default)"
+            ) from None
         self.target.wait_for_topic(target)
 
     def _resolve_starts(

@@ -58,7 +58,7 @@ def lease_template(
     producer_props = cfg.target_client("producer")
     target_producer = producer_settings(
         producer_props,
-        partition_by_key=cfg.replication.sink.partition == "hash",
+        partition_by_key=cfg.replication.sink.partition != "source",
         exactly_once=cfg.features.exactly_once,
     )
     return LeaseSpec(

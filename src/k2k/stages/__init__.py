@@ -3,7 +3,8 @@
 * selection (:mod:`~k2k.stages.selection`): ``TopicSelection.should_replicate(topic)``;
 * routing (:mod:`~k2k.stages.routing`): one class per ``sink.topic`` rule,
   ``route(topic) -> str | None``;
-* partitioning (:mod:`~k2k.stages.partitioning`): ``source`` or ``hash``, decided per run;
+* partitioning (:mod:`~k2k.stages.partitioning`): ``source``, ``hash`` or ``producer``,
+  decided per run;
 * tracing headers (:mod:`~k2k.stages.headers`);
 * the per-topic plan that bundles them for the runner (:mod:`~k2k.stages.topicplan`).
 
@@ -12,7 +13,13 @@ it.
 """
 
 from k2k.stages.headers import TracingHeaders
-from k2k.stages.partitioning import KeyHash, PartitionRule, SourcePartition, partition_rule
+from k2k.stages.partitioning import (
+    KeyHash,
+    PartitionRule,
+    ProducerPartitioner,
+    SourcePartition,
+    partition_rule,
+)
 from k2k.stages.routing import (
     ExplicitTopicMap,
     PrefixSuffixTopicName,
@@ -29,6 +36,7 @@ __all__ = [
     "KeyHash",
     "PartitionRule",
     "PrefixSuffixTopicName",
+    "ProducerPartitioner",
     "RecordTransform",
     "SameTopicName",
     "SourcePartition",

@@ -17,32 +17,48 @@ def is_internal_topic(topic: str) -> bool:
     return topic.startswith(("__", ".")) or topic.endswith(".internal")
 
 
+class _Names:
+    """A regex (full match, as Kafka clients do) or a list of exact names."""
+
+    def __init__(self, spec: str | list[str]) -> None:
+        self.pattern = re.compile(spec) if isinstance(spec, str) else None
+        self.names = frozenset(spec) if not isinstance(spec, str) else frozenset()
+
+    def match(self, topic: str) -> bool:
+        if self.pattern is not None:
+            return self.pattern.fullmatch(topic) is not None
+        return topic in self.names
+
+
 class TopicSelection:
-    """The source stage's topic filter: a regex (full match, as Kafka clients do) or exact names.
+    """The source stage's topic filter: ``topic`` (a regex, full match as Kafka clients do, or
+    exact names) minus ``exclude`` (the same two forms); exclude wins.
 
-    Internal topics (:func:`is_internal_topic`) and k2k's own control topics are never
-    selected, even when the regex matches them.
+    Internal topics (:func:`is_internal_topic`) and k2k's own control topics (``excluded``)
+    are never selected, even when the regex matches them.
 
-    >>> sel = TopicSelection("orders.*", excluded=["orders-ctl"])
-    >>> [sel.should_replicate(t) for t in ["orders", "orders.eu", "xorders", "orders-ctl", "__orders"]]
-    [True, True, False, False, False]
-    >>> TopicSelection(["a", "b"]).should_replicate("a")
-    True
+    >>> sel = TopicSelection("orders.*", excluded=["orders-ctl"], exclude="orders\\\\.test.*")
+    >>> [sel.should_replicate(t) for t in ["orders", "orders.eu", "xorders", "orders-ctl", "__orders", "orders.test1"]]
+    [True, True, False, False, False, False]
+    >>> TopicSelection(["a", "b"], exclude=["b"]).should_replicate("b")
+    False
     """
 
-    def __init__(self, topic: str | list[str], excluded: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        topic: str | list[str],
+        excluded: Iterable[str] = (),
+        exclude: str | list[str] | None = None,
+    ) -> None:
         self._excluded = frozenset(excluded)
-        if isinstance(topic, str):
-            self._pattern: re.Pattern[str] | None = re.compile(topic)
-            self._names: frozenset[str] = frozenset()
-        else:
-            self._pattern = None
-            self._names = frozenset(topic)
+        self._include = _Names(topic)
+        self._exclude = _Names(exclude) if exclude is not None else None
 
     def should_replicate(self, topic: str) -> bool:
-        """False for internal and excluded topics; else whether the regex or names match."""
+        """False for internal, control and excluded topics; else whether the regex or names
+        match."""
         if topic in self._excluded or is_internal_topic(topic):
             return False
-        if self._pattern is not None:
-            return self._pattern.fullmatch(topic) is not None
-        return topic in self._names
+        if self._exclude is not None and self._exclude.match(topic):
+            return False
+        return self._include.match(topic)

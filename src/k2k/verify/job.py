@@ -77,7 +77,7 @@ def plan_tasks(
     ]
     t_earliest = reader.target.offsets(target_tps, "earliest")
     t_latest = reader.target.offsets(target_tps, "latest")
-    hashed = cfg.replication.sink.partition == "hash"
+    hashed = cfg.replication.sink.partition != "source"
     tracing = tracing_headers(cfg)
     group = f"k2k.{cfg.name}.verify"
     source_conf = reader_settings(cfg.source_client("consumer"), group)
@@ -365,7 +365,7 @@ def run_verify(
         if own:
             session.stop()
     results.sort(key=lambda r: (r.topic, r.partition))
-    by_key = cfg.replication.sink.partition == "hash" and not _traces_source(cfg)
+    by_key = cfg.replication.sink.partition != "source" and not _traces_source(cfg)
     return VerifyReport(cfg.name, results, _unexplained(results) if by_key else [])
 
 
