@@ -10,7 +10,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from k2k.formats import OwnerRecord, ProgressRecord, decode_assignment
+from k2k.formats import OwnerRecord, ProgressKey, ProgressRecord, decode_assignment
 from tests.integration.conftest import BASE_TS
 from tests.kafkautil import Rec, read_all
 
@@ -135,7 +135,11 @@ def progress_history(
         for r in recs:
             if r.value is None:
                 continue
-            rec = ProgressRecord.decode(r.key, r.value, commit_topic, p, r.offset)
+            where = f"{commit_topic}[{p}]@{r.offset}"
+            key = ProgressKey.decode_shared(r.key, where)
+            if key is None:  # an assignment record: the topic is shared
+                continue
+            rec = ProgressRecord.decode_value(key, r.value, where)
             if rec.group == group:
                 out.setdefault((rec.topic, rec.partition), []).append(rec)
     return out
@@ -148,7 +152,10 @@ def owner_history(
     out: dict[tuple[str, int], list[OwnerRecord]] = {}
     for p, recs in read_all(bootstrap, assignment_topic).items():
         for r in recs:
-            g, rec = decode_assignment(r.key, r.value, f"{assignment_topic}[{p}]@{r.offset}")
+            read = decode_assignment(r.key, r.value, f"{assignment_topic}[{p}]@{r.offset}")
+            if read is None:  # a progress record: the topic is shared
+                continue
+            g, rec = read
             if g == group and isinstance(rec, OwnerRecord):
                 out.setdefault((rec.topic, rec.partition), []).append(rec)
     return out

@@ -22,6 +22,7 @@ from k2k.formats import (
     read_assignment,
 )
 from k2k.formats.assignment import KEY_VERSION
+from k2k.formats.codec import key_family
 from k2k.formats.offset_mapping import OffsetMappingRecord, RunEncoder
 
 
@@ -175,6 +176,25 @@ def test_decode_assignment_dispatches_on_the_key_kind(rec):
     key, value = rec.encode()
     assert decode_assignment(key, value, "ctl[1]@2") == (rec.group, rec)
     assert decode_assignment(key, None, "ctl[1]@2") == (rec.group, None)  # tombstone
+
+
+def test_a_shared_topic_s_readers_skip_the_other_family():
+    """Commit and assignment records may share one topic: each reader recognises the
+    other family's keys and skips them instead of calling them unreadable."""
+    progress = [g[0] for g in GOLDEN if isinstance(g[0], ProgressRecord)]
+    assert progress and ASSIGNMENT
+    for rec in ASSIGNMENT:
+        key, value = rec.encode()
+        assert key_family(json.loads(key)) == "assignment"
+        assert ProgressKey.decode_shared(key, "ctl[0]@1") is None
+        with pytest.raises(ControlRecordError, match=r"ctl\[0\]@1: an assignment record's key"):
+            ProgressKey.decode(key, "ctl[0]@1")
+    for prec in progress:
+        key, value = prec.encode()
+        assert key_family(json.loads(key)) == "progress"
+        assert ProgressKey.decode_shared(key, "ctl[0]@1") == prec.key
+        assert decode_assignment(key, value, "ctl[0]@1") is None
+        assert decode_assignment(key, None, "ctl[0]@1") is None  # a progress tombstone
 
 
 def test_every_record_class_declares_its_versions():

@@ -194,6 +194,7 @@ class PipelineReader:
             range(info.partitions),
             group_id=f"k2k.{cfg.commit_group}.assignment-reader",
             timeout_s=self.sync_timeout_s,
+            untransacted=True,
         )
         try:
             tail.catch_up(take)

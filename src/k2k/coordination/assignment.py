@@ -321,6 +321,7 @@ class Assignment:
             range(partitions),
             group_id=f"k2k.{group}.assignment-reader",
             timeout_s=sync_timeout_s,
+            untransacted=True,
         )
         #: The first failed write (heartbeat or claim) since the last claims were written.
         self.write_error: ClusterError | None = None

@@ -73,6 +73,7 @@ def lost_claims(
         {murmur2_partition(k, partitions) for k in keys},
         group_id=reader_group_id or f"k2k.{group}.runner",
         timeout_s=sync_timeout_s,
+        untransacted=True,
     )
     try:
         tail.catch_up(take)

@@ -3,6 +3,8 @@
 Runs on: driver and executors. At start the planner reads the whole (compacted) commit
 topic up to its end offsets, keeping the newest record per (commit group, topic, partition)
 of its own commit group; while the pipeline runs it tails the topic for the live display.
+The topic may be shared with other commit groups and with assignment records (one topic for
+both, as K2K allows): those records are skipped, never reported as unreadable.
 
 Invariants: the newest record for a key wins (log order within a partition; a key always
 lands in the same partition); a tombstone (null value) removes the key.
@@ -84,8 +86,8 @@ class ProgressStore:
     def _apply(self, m: Message) -> None:
         where = locator(m.topic(), m.partition(), m.offset())
         try:
-            key = ProgressKey.decode(m.key(), where)
-            if key.group != self.group:
+            key = ProgressKey.decode_shared(m.key(), where)
+            if key is None or key.group != self.group:  # None: an assignment record
                 return
             value = m.value()
             if value is None:

@@ -32,7 +32,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from k2k.errors import ControlRecordError
-from k2k.formats.codec import check_version, dumps_canonical, load_object, locator, unreadable
+from k2k.formats.codec import (
+    check_version,
+    dumps_canonical,
+    key_family,
+    load_object,
+    locator,
+    unreadable,
+)
 
 if TYPE_CHECKING:
     from confluent_kafka import Message
@@ -266,14 +273,19 @@ def _read_key(
 
 def decode_assignment(
     key: bytes | None, value: bytes | None, where: str
-) -> tuple[str, AssignmentRecord | None]:
+) -> tuple[str, AssignmentRecord | None] | None:
     """Decode one assignment record read at ``where`` (``topic[partition]@offset``);
-    returns (group, record), record None for a tombstone.
+    returns (group, record), record None for a tombstone. Returns None for a progress
+    record: the commit and assignment records may share one topic
+    (:func:`~k2k.formats.codec.key_family`).
 
     >>> rec = ReleaseRecord("g", "orders", 2, "m1:7", 5)
     >>> decode_assignment(*rec.encode(), "t[0]@0") == ("g", rec)
     True
+    >>> decode_assignment(b'{"group":"g","k":1,"partition":2,"topic":"orders"}', b"{}", "t[0]@1")
     """
+    if key is not None and key_family(load_object(key, "key", where)) == "progress":
+        return None
     cls, k = _read_key(key, where)
     group = str(k.get("group"))
     if value is None:
@@ -284,8 +296,9 @@ def decode_assignment(
 def read_assignment(
     m: Message, policy: str, log: logging.Logger
 ) -> tuple[str, AssignmentRecord | None] | None:
-    """Decode consumed assignment message ``m``; None when it is unreadable and ``policy``
-    (``onControlMessageDeserializationError``) is ``ignore``."""
+    """Decode consumed assignment message ``m``; None when it is a progress record (a shared
+    topic), or unreadable and ``policy`` (``onControlMessageDeserializationError``) is
+    ``ignore``."""
     try:
         return decode_assignment(m.key(), m.value(), locator(m.topic(), m.partition(), m.offset()))
     except ControlRecordError as exc:

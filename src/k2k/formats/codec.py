@@ -18,11 +18,18 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import Any, Literal
 
 from k2k.errors import ControlRecordError
 
-__all__ = ["check_version", "dumps_canonical", "load_object", "locator", "unreadable"]
+__all__ = [
+    "check_version",
+    "dumps_canonical",
+    "key_family",
+    "load_object",
+    "locator",
+    "unreadable",
+]
 
 
 def dumps_canonical(obj: dict[str, Any]) -> bytes:
@@ -58,6 +65,29 @@ def load_object(raw: bytes | None, what: str, where: str) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise ControlRecordError(f"{where}: {what} is not a JSON object, got {obj!r:.80}")
     return obj
+
+
+def key_family(key: dict[str, Any]) -> Literal["progress", "assignment"] | None:
+    """Which record family a decoded control-record key belongs to.
+
+    The commit and assignment records may share one topic (``coordination.commit.topic`` ==
+    ``coordination.assignment.topic``, as K2K allows), so each reader must recognise the other
+    family's records and skip them. The key layouts are disjoint: an assignment key always
+    holds ``kind``; a progress key never does and holds ``topic`` and ``partition``. None: the
+    key is of neither family (the reader reports it as unreadable).
+
+    >>> key_family({"k": 1, "group": "g", "topic": "orders", "partition": 3})
+    'progress'
+    >>> key_family({"k": 1, "kind": "member", "group": "g", "member": "m"})
+    'assignment'
+    >>> key_family({"k": 1}) is None
+    True
+    """
+    if "kind" in key:
+        return "assignment"
+    if "topic" in key and "partition" in key:
+        return "progress"
+    return None
 
 
 def check_version(found: object, expected: int, what: str, where: str, advice: str) -> None:

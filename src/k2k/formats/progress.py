@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from k2k.errors import ControlRecordError
-from k2k.formats.codec import check_version, dumps_canonical, load_object, locator
+from k2k.formats.codec import check_version, dumps_canonical, key_family, load_object, locator
 
 __all__ = ["ProgressKey", "ProgressRecord"]
 
@@ -63,7 +63,21 @@ class ProgressKey:
     @classmethod
     def decode(cls, raw: bytes | None, where: str) -> ProgressKey:
         """Decode the key read at ``where`` (``topic[partition]@offset``, named in errors)."""
+        key = cls.decode_shared(raw, where)
+        if key is None:
+            raise ControlRecordError(f"{where}: an assignment record's key, not a progress key")
+        return key
+
+    @classmethod
+    def decode_shared(cls, raw: bytes | None, where: str) -> ProgressKey | None:
+        """Like :meth:`decode`, for a commit topic that may also hold assignment records
+        (:func:`~k2k.formats.codec.key_family`): None for an assignment record's key.
+
+        >>> ProgressKey.decode_shared(b'{"group":"g","k":1,"kind":"member","member":"m"}', "t[0]@1")
+        """
         obj = load_object(raw, "key", where)
+        if key_family(obj) == "assignment":
+            return None
         check_version(obj.get("k"), cls.VERSION, "progress key", where, _CLEAN)
         try:
             return cls(str(obj["group"]), str(obj["topic"]), int(obj["partition"]))

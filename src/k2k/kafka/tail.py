@@ -34,7 +34,8 @@ class SyncTimeout(ClusterError):
 
 
 class TopicTail:
-    """A ``read_committed`` reader of some partitions of one topic, from the beginning."""
+    """A ``read_committed`` reader (or ``untransacted``: ``read_uncommitted``) of some
+    partitions of one topic, from the beginning."""
 
     def __init__(
         self,
@@ -45,11 +46,16 @@ class TopicTail:
         group_id: str,
         timeout_s: float,
         past_open_transactions: bool = False,
+        untransacted: bool = False,
     ) -> None:
         """``past_open_transactions``: :meth:`catch_up` reads to the high watermark, waiting
         for transactions open at the call to end (a runner after fencing its predecessors:
         their committed records may lie behind another runner's open transaction). Otherwise
-        it reads to the last stable offset, which never waits."""
+        it reads to the last stable offset, which never waits.
+
+        ``untransacted``: the records the caller wants are never written in a transaction
+        (assignment records), so it reads ``read_uncommitted``: the same records, but never
+        held back by an open transaction of progress records sharing the topic."""
         self.topic = topic
         self.timeout_s = timeout_s
         self.bootstrap = consumer_conf.get("bootstrap.servers", "?")
@@ -58,7 +64,7 @@ class TopicTail:
             "group.id": group_id,
             "enable.auto.commit": "false",
             "enable.partition.eof": "true",
-            "isolation.level": "read_committed",
+            "isolation.level": "read_uncommitted" if untransacted else "read_committed",
             "fetch.wait.max.ms": "50",
         }
         self._consumer = build_consumer(conf)
