@@ -35,7 +35,11 @@ def ensure_control_topics(
     cfg: PipelineConfig, target: ClusterView, *, mappings: bool = True
 ) -> ControlTopics:
     """Create or check the commit and assignment topics and, when ``mappings`` and
-    ``features.offsetMapping``, the mapping topic; returns their partition counts."""
+    ``features.offsetMapping``, the mapping topic; returns their partition counts.
+
+    The commit and assignment topics may be one topic (K2K allows it): it is created once,
+    with the assignment topic's settings (broker timestamps), and holds both families of
+    records (docs/formats.md#sharing-one-topic)."""
     creation = cfg.topic_creation.control
 
     def control_topic(
@@ -54,11 +58,21 @@ def ensure_control_topics(
             policy="delete" if mapping else "compact",
         )
 
-    commit = control_topic(cfg.coordination.commit.topic, "coordination.commit.topic")
-    assignment = control_topic(
-        cfg.coordination.assignment.topic,
-        "coordination.assignment.topic",
-        {"message.timestamp.type": "LogAppendTime"},
+    # Liveness compares assignment records' timestamps: they must be the broker's.
+    broker_clock = {"message.timestamp.type": "LogAppendTime"}
+    coordination = cfg.coordination
+    shared = coordination.commit.topic == coordination.assignment.topic
+    commit = control_topic(
+        coordination.commit.topic,
+        "coordination.commit.topic",
+        broker_clock if shared else None,
+    )
+    assignment = (
+        commit
+        if shared
+        else control_topic(
+            coordination.assignment.topic, "coordination.assignment.topic", broker_clock
+        )
     )
     mapping_partitions = 0
     if mappings and cfg.features.offset_mapping:

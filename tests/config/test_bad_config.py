@@ -409,12 +409,6 @@ CASES = [
         id="conflicting-assignment-spellings",
     ),
     pytest.param(
-        {"coordination": {"kafka": {"assignment": {"topic": "__k2k_consumer-offsets"}}}},
-        "coordination.kafka.assignment.topic: same topic as the commit topic, "
-        "got '__k2k_consumer-offsets'",
-        id="same-control-topics",
-    ),
-    pytest.param(
         {"coordination": {"commit": {"topic": "bad topic"}}},
         "coordination.commit.topic: invalid topic name, got 'bad topic'",
         id="bad-control-topic-name",

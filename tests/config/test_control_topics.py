@@ -210,3 +210,18 @@ def test_replicated_k2k_layout_renders_and_loads_back(build: Any) -> None:
     data = yaml.safe_load(render_effective(cfg))
     assert data["topicCreation"]["replicated"]["common"]["replication"] == 1
     assert build_pipeline(data, {}) == cfg
+
+
+@pytest.mark.parametrize(
+    "coordination",
+    [
+        {"kafka": {"assignment": {"topic": "__k2k_consumer-offsets"}}},
+        {"commit": {"topic": "__k2k_control"}, "assignment": {"topic": "__k2k_control"}},
+    ],
+    ids=["helm-spelling", "flat-spelling"],
+)
+def test_commit_and_assignment_may_share_one_topic(build: Any, coordination: dict) -> None:
+    """K2K allows one control topic for both: readers skip the other family's records."""
+    cfg = build({"coordination": coordination})
+    assert cfg.coordination.commit.topic == cfg.coordination.assignment.topic
+    assert cfg.topic_selection().should_replicate(cfg.coordination.commit.topic) is False

@@ -674,6 +674,9 @@ def _shown(value: Any) -> Any:
 class Coordination(K2KModel):
     """Control topics on the target: progress (commit) and partition ownership (assignment).
 
+    The two may be one topic (as K2K allows): the key layouts are disjoint and each reader
+    skips the other's records (docs/formats.md#sharing-one-topic).
+
     Both spellings are read: ``coordination.commit`` and the Helm chart's
     ``coordination.kafka.commit`` (likewise ``assignment``); the effective configuration shows
     the latter. In Python the merged settings are ``coordination.commit`` / ``.assignment``.
@@ -717,17 +720,6 @@ class Coordination(K2KModel):
         if written_under_kafka:
             object.__setattr__(
                 self, "kafka", self.kafka.model_copy(update={"commit": None, "assignment": None})
-            )
-        if self.commit.topic == self.assignment.topic:
-            where = (
-                ("kafka", "assignment")
-                if "topic" in written_under_kafka.get("assignment", ())
-                else ("assignment",)
-            )
-            what = "same topic as the commit topic"
-            expected = "a different topic name (the record formats differ)"
-            _raise(
-                [((*where, "topic"), describe(what, got=self.assignment.topic, expected=expected))]
             )
         return self
 
