@@ -375,9 +375,18 @@ CASES = [
         id="registry-url-without-scheme",
     ),
     pytest.param(
-        {"features": {"bidirectionalReplication": "enabled"}},
-        "features.bidirectionalReplication: 'enabled' is not supported yet",
-        id="bidirectional-enabled",
+        {"bidirectional": {"mode": "both"}},
+        "bidirectional.mode: ",
+        id="bidirectional-unknown-mode",
+    ),
+    pytest.param(
+        {
+            "features": {"bidirectionalReplication": "enabled", "tracingHeaders": "enabled"},
+            "bidirectional": {"headers": {"bidirectional": "k2k_pipeline"}},
+        },
+        "bidirectional.headers.bidirectional: same header name as tracing.headers.pipeline, "
+        "got 'k2k_pipeline'; expected a header name of its own",
+        id="bidirectional-marker-is-a-tracing-header",
     ),
     pytest.param(
         {"tracing": {"headers": {"topic": "trace", "offset": "trace"}}},
@@ -561,7 +570,7 @@ def test_missing_required_sections(problems: Any) -> None:
 def test_all_problems_are_reported_at_once(problems: Any) -> None:
     lines = problems(
         {
-            "features": {"bidirectionalReplication": "enabled", "exactlyOnse": "x"},
+            "features": {"schemaMapping": "maybe", "exactlyOnse": "x"},
             "coordination": {"commit": {"batchSize": 0}},
             "spark": {"parallelism": 0},
             "target": {
@@ -574,7 +583,7 @@ def test_all_problems_are_reported_at_once(problems: Any) -> None:
     )
     starts = [line.split(":", 1)[0] for line in lines]
     assert starts == [
-        "features.bidirectionalReplication",
+        "features.schemaMapping",
         "features.exactlyOnse",
         "target.kafka.producer.max.poll.records",
         "target.kafka.producer.transactional.id",

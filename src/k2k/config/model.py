@@ -19,7 +19,6 @@ from pydantic import (
     Field,
     PlainSerializer,
     SecretStr,
-    ValidationInfo,
     field_validator,
     model_serializer,
     model_validator,
@@ -29,6 +28,7 @@ from pydantic.alias_generators import to_camel
 from k2k.config import clients
 from k2k.config.base import K2KModel, Policy, license_field
 from k2k.config.base import raise_problems as _raise
+from k2k.config.bidirectional import Bidirectional
 from k2k.config.durations import format_duration
 from k2k.config.errors import Problem, describe, problems_error, suggest_key
 from k2k.config.fields import (
@@ -136,11 +136,6 @@ class TracingToggles(K2KModel):
         return self.topic or self.partition or self.offset or self.pipeline
 
 
-_UNSUPPORTED_FEATURES = {
-    "bidirectional_replication": "replication is one-way when it is 'disabled'",
-}
-
-
 class Features(K2KModel):
     """Feature switches, ``enabled`` / ``disabled`` as in K2K (YAML booleans also accepted)."""
 
@@ -213,8 +208,11 @@ class Features(K2KModel):
     )
     bidirectional_replication: Flag = Field(
         False,
-        description="Loop prevention for two pipelines replicating in both directions. Not "
-        "supported yet: must be `disabled`.",
+        description="Loop prevention for two pipelines replicating between two clusters in "
+        "both directions (A -> B and B -> A, e.g. with `topic: source`): every replicated record "
+        "gets the marker header `bidirectional.headers.bidirectional`, and source records "
+        "marked by the other direction are not replicated (their offsets still count as "
+        "replicated). See `bidirectional` and docs/operations.md#bidirectional-replication.",
     )
     offset_mapping: Flag = Field(
         False,
@@ -223,16 +221,6 @@ class Features(K2KModel):
         "start` to translate consumer groups. Exactly-once: written in the batch's transaction; "
         "at-least-once: written after the batch's records are acknowledged.",
     )
-
-    @field_validator(*_UNSUPPORTED_FEATURES)
-    @classmethod
-    def _refuse_unsupported(cls, enabled: bool, info: ValidationInfo) -> bool:
-        # A field validator, not a model one, so it is reported next to any other problem.
-        if enabled:
-            consequence = _UNSUPPORTED_FEATURES[info.field_name or ""]
-            text = f"'enabled' is not supported yet by this k2k version; {consequence}"
-            raise problems_error([((), text)])
-        return enabled
 
 
 class TracingHeaderNames(K2KModel):
@@ -818,7 +806,6 @@ NAME_PATTERN = r"^[A-Za-z0-9._-]+$"
 NAME_DOC = FieldDoc(
     "string", "a name made of letters, digits, '.', '_' and '-' (it is used in Kafka ids)"
 )
-_NOT_USED = "Accepted for K2K compatibility; not used yet."
 
 
 #: librdkafka's and the Java client's default ``transaction.timeout.ms``.
@@ -854,7 +841,10 @@ class PipelineConfig(K2KModel):
         description="Which topics' keys and values get their schema ids rewritten "
         "(`features.schemaMapping`), subjects and failure policies.",
     )
-    bidirectional: FreeMapping = Field(default_factory=dict, description=_NOT_USED)
+    bidirectional: Bidirectional = Field(
+        default_factory=Bidirectional,
+        description="The marker of bidirectional replication (`features.bidirectionalReplication`).",
+    )
     offset_mapping: OffsetMappingSettings = Field(
         default_factory=OffsetMappingSettings,
         description="The offset-mapping topic (`features.offsetMapping`) and its retention.",
@@ -930,8 +920,27 @@ class PipelineConfig(K2KModel):
             )
         )
         problems.extend(self._partitioner_problems())
+        if self.features.bidirectional_replication:
+            problems.extend(self._bidirectional_problems())
         _raise(problems)
         return self
+
+    def _bidirectional_problems(self) -> list[Problem]:
+        """The marker header must not be a tracing header: each would overwrite the other."""
+        marker = self.bidirectional.headers.bidirectional
+        on, names = self.features.tracing_headers, self.tracing.headers
+        return [
+            (
+                ("bidirectional", "headers", "bidirectional"),
+                describe(
+                    f"same header name as tracing.headers.{which}",
+                    got=marker,
+                    expected="a header name of its own",
+                ),
+            )
+            for which in ("topic", "partition", "offset", "pipeline")
+            if getattr(on, which) and getattr(names, which) == marker
+        ]
 
     def _partitioner_problems(self) -> list[Problem]:
         """librdkafka's ``partitioner`` decides only with ``partition: producer``: elsewhere

@@ -115,6 +115,14 @@ class ClusterView:
         err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
         return err.str() if isinstance(err, KafkaError) else str(exc)
 
+    def cluster_id(self) -> str:
+        """The cluster's id (KRaft: the one the storage was formatted with)."""
+        try:
+            answer = self.probe().result()
+        except KafkaException as exc:
+            raise self._failure(exc, "describing the cluster") from None
+        return str(answer.cluster_id)
+
     def topics(self) -> dict[str, TopicInfo]:
         """Every topic the principal can see (fails within ``timeout_s`` when unreachable)."""
         try:

@@ -69,11 +69,22 @@ class RecordCopier:
         self.records = 0
         self.bytes = 0
         self._tracing: dict[tuple[str, int], tuple[list[Header], list[Header]]] = {}
+        #: Bidirectional replication: the loop breaker (the same for every topic), and how
+        #: many source records it kept from being replicated back.
+        self.marker = next((p.marker for p in plans.values() if p.marker is not None), None)
+        self.skipped = 0
 
     def copy(self, msgs: Sequence[Message], strategy: CommitStrategy) -> None:
         """Produce every record of ``msgs`` into the strategy's open batch (begun before the
         first record: a batch of consumer events alone opens nothing); consumer events go
-        to ``on_event``."""
+        to ``on_event``. With bidirectional replication, records the other direction wrote
+        are dropped first; they count toward the batch (``strategy.produced``), so that the
+        committed progress moves past them on time even when nothing else arrives."""
+        skipped = 0
+        if self.marker is not None:
+            kept = self.marker.unmarked(msgs)
+            skipped = len(msgs) - len(kept)
+            msgs = kept
         n = len(msgs)
         i = records = acks = 0
         producer = ack = None
@@ -98,7 +109,9 @@ class RecordCopier:
             i = j
         if records:
             self.records += records
-            strategy.produced(records, acks)
+        if records or skipped:
+            self.skipped += skipped
+            strategy.produced(records + skipped, acks)
 
     def _run_end(self, msgs: Sequence[Message], i: int, part: int, topic: str) -> int:
         """The end (exclusive) of the run of ``topic[part]`` that starts at ``msgs[i]``."""
@@ -139,6 +152,8 @@ class RecordCopier:
         tracing = plan.tracing
         offset_header = tracing.offset if tracing is not None else None
         before, after = self._trace_headers(plan, topic, part)
+        # Headers k2k adds: tracing, then the bidirectional stamp (see _trace_headers).
+        adds = tracing is not None or plan.marker is not None
         each, first_cb, last_cb, acks, run = self._callbacks(plan, msgs, first, end, ack)
         produce = producer.produce
         last = end - 1
@@ -155,7 +170,7 @@ class RecordCopier:
                 key = rewritten[0][k - first]
                 value = rewritten[1][k - first]
             headers = m.headers() if keep_headers else None
-            if tracing is not None:
+            if adds:
                 headers = headers if headers is not None else []
                 headers.extend(before)
                 if offset_header:
@@ -236,12 +251,18 @@ class RecordCopier:
     def _trace_headers(
         self, plan: TopicPlan, topic: str, part: int
     ) -> tuple[list[Header], list[Header]]:
-        """The tracing headers before and after the offset, built once per partition."""
-        if plan.tracing is None:
+        """The tracing headers before and after the offset, built once per partition; the
+        bidirectional marker's stamp goes last."""
+        if plan.tracing is None and plan.marker is None:
             return [], []
         fixed = self._tracing.get((topic, part))
         if fixed is None:
-            fixed = self._tracing[(topic, part)] = plan.tracing.around_offset(topic, part)
+            before, after = (
+                plan.tracing.around_offset(topic, part) if plan.tracing is not None else ([], [])
+            )
+            if plan.marker is not None:
+                after = [*after, plan.marker.stamp_header]
+            fixed = self._tracing[(topic, part)] = (before, after)
         return fixed
 
 

@@ -33,6 +33,7 @@ from k2k.kafka.admin import ClusterView, TopicInfo
 from k2k.pipeline.positions import StartPositions
 from k2k.schemamapping import schema_transforms
 from k2k.stages import TopicPlan, TopicRouter, compile_topic_plans
+from k2k.stages.bidirectional import LoopMarker, loop_marker
 
 __all__ = ["Discovery"]
 
@@ -72,6 +73,7 @@ class Discovery:
         #: Schema-id rewriting per topic; one mapper (one cache per runner task) for all.
         self._transforms = schema_transforms(cfg)
         self._unrouted_logged: set[str] = set()
+        self._marker: LoopMarker | None = None
 
     def discover(
         self,
@@ -114,7 +116,9 @@ class Discovery:
             self._ensure_targets({t: selected[t] for t in new})
             routes = {t: self.router.route(t) or t for t in new}
             self._routes.update(routes)
-            self._plans.update(compile_topic_plans(self.cfg, routes, self._transforms))
+            self._plans.update(
+                compile_topic_plans(self.cfg, routes, self._transforms, self._loop_marker())
+            )
             self._remember_target_ids(set(routes.values()))
         self._resolve_starts(selected, positions, recreated)
         # Last: a pass that failed before this point finds the same differences again.
@@ -124,6 +128,27 @@ class Discovery:
         self.selected, self.ids, self.recreated = selected, ids, set(recreated)
         self._passes += 1
         return selected
+
+    def _loop_marker(self) -> LoopMarker | None:
+        """Bidirectional replication's marker, resolved once (``cluster`` mode asks both
+        clusters for their ids)."""
+        if self._marker is None and self.cfg.features.bidirectional_replication:
+            cluster = self.cfg.bidirectional.mode == "cluster"
+            marker = loop_marker(
+                self.cfg,
+                self.source.cluster_id() if cluster else "",
+                self.target.cluster_id() if cluster else "",
+            )
+            assert marker is not None  # the feature is enabled
+            log.info(
+                "bidirectional replication: records are marked %s=%r; source records marked "
+                "%r are not replicated",
+                marker.header,
+                marker.stamp.decode(),
+                marker.skip.decode(),
+            )
+            self._marker = marker
+        return self._marker
 
     def partitions(self) -> list[TP]:
         """Every partition of the selected topics."""

@@ -31,8 +31,10 @@ class SameTopicName:
     """The target topic has the source topic's name (YAML ``topic: source``, the default).
     Never returns None.
 
-    N.B. replicating between two clusters in both directions with this policy loops forever:
-    it cannot detect cycles.
+    N.B. this policy cannot detect cycles: replicating between two clusters in both
+    directions with it loops forever unless both pipelines enable
+    ``features.bidirectionalReplication``, whose marker header keeps each record from going
+    back (:mod:`k2k.stages.bidirectional`).
 
     >>> SameTopicName().route("orders")
     'orders'

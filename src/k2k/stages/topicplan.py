@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from k2k.stages.bidirectional import LoopMarker
 from k2k.stages.headers import TracingHeaders
 from k2k.stages.partitioning import PartitionRule, partition_rule
 
@@ -59,6 +60,8 @@ class TopicPlan:
     keep_timestamp: bool
     tracing: TracingHeaders | None
     transform: RecordTransform | None = None
+    #: Bidirectional replication's marker (None: replication is one-way).
+    marker: LoopMarker | None = None
 
 
 def tracing_headers(cfg: PipelineConfig) -> TracingHeaders | None:
@@ -82,9 +85,11 @@ def compile_topic_plans(
     cfg: PipelineConfig,
     routes: Mapping[str, str],
     transforms: TransformFactory | None = None,
+    marker: LoopMarker | None = None,
 ) -> dict[str, TopicPlan]:
     """One plan per routed source topic (``routes``: source topic -> target topic);
-    ``transforms`` gives each topic's optional transform (schema mapping)."""
+    ``transforms`` gives each topic's optional transform (schema mapping); ``marker``
+    bidirectional replication's loop breaker (:func:`k2k.stages.bidirectional.loop_marker`)."""
     tracing = tracing_headers(cfg)
     partitioning = partition_rule(cfg.replication.sink.partition)
     return {
@@ -96,6 +101,7 @@ def compile_topic_plans(
             keep_timestamp=cfg.features.keep_record_creation_timestamp,
             tracing=tracing,
             transform=transforms(source, target) if transforms is not None else None,
+            marker=marker,
         )
         for source, target in routes.items()
     }
