@@ -37,9 +37,10 @@ def _values(bootstrap: str, topic: str) -> Counter:
     return Counter(r.value for recs in read_all(bootstrap, topic).values() for r in recs)
 
 
-def test_two_directions_copy_every_record_once_without_loops(clusters, tmp_path, topic_name):
+@pytest.mark.parametrize("mode", ["cluster", "pipeline"])
+def test_two_directions_copy_every_record_once_without_loops(clusters, tmp_path, topic_name, mode):
     """Scenario: topic t exists on A (the source cluster) and B (the target cluster);
-    pipelines A -> B and B -> A (exactly-once, ``topic: source``, cluster mode) run as two
+    pipelines A -> B and B -> A (exactly-once, ``topic: source``) run as two
     ``k2k start`` processes while producers write 3 rounds to each side. Every record ends
     up exactly once on each side, the copies carry the marker of the cluster they came
     from and keep their partition order, and once both pipelines' progress covers the
@@ -48,14 +49,17 @@ def test_two_directions_copy_every_record_once_without_loops(clusters, tmp_path,
     t = topic_name("bidi")
     for side in (a, b):
         create_topic(side, t, 3)
-    ab, ba = topic_name("ab"), topic_name("ba")
+    # Mode pipeline: both directions share the name (their control topics are on
+    # different clusters); mode cluster: any names.
+    ab = topic_name("ab")
+    ba = ab if mode == "pipeline" else topic_name("ba")
     procs = [
         K2KProcess(
-            write_pipeline(tmp_path, _direction(ab, t, a, b, "cluster"), "ab.yaml"),
+            write_pipeline(tmp_path, _direction(ab, t, a, b, mode), "ab.yaml"),
             tmp_path / "ab.log",
         ),
         K2KProcess(
-            write_pipeline(tmp_path, _direction(ba, t, b, a, "cluster"), "ba.yaml"),
+            write_pipeline(tmp_path, _direction(ba, t, b, a, mode), "ba.yaml"),
             tmp_path / "ba.log",
         ),
     ]
@@ -104,6 +108,8 @@ def test_two_directions_copy_every_record_once_without_loops(clusters, tmp_path,
         "A": ClusterView("source", {"bootstrap.servers": a}, 30).cluster_id().encode(),
         "B": ClusterView("target", {"bootstrap.servers": b}, 30).cluster_id().encode(),
     }
+    if mode == "pipeline":
+        ids = dict.fromkeys(ids, ab.encode())
     for side, here, there in ((a, "A", "B"), (b, "B", "A")):
         for p, recs in read_all(side, t).items():
             originals = [r for r in recs if dict(r.headers)["origin"] == here.encode()]
