@@ -33,6 +33,7 @@ from k2k.local.registry import LocalRegistry, start_registry, wait_ready
 from k2k.pipeline.planner import Planner
 from tests.integration.conftest import (
     BASE_TS,
+    k2k_cli,
     pipeline_dict,
     run_until_caught_up,
     write_pipeline,
@@ -516,6 +517,12 @@ def test_target_incompatibility_fails_naming_subject_and_id_and_writes_nothing(
     assert f"{topic}[0]@0 (value): subject '{target_topic}-value', source schema id " in message
     assert f"source schema id {source_id}:" in message and "HTTP 409" in message
     assert all(not recs for recs in read_all(clusters.target, target_topic).values())
+    if mode == "at-least-once":  # the CLI prints that one line, and nothing else of it
+        result = k2k_cli("start", "--until-caught-up", "-f", str(write_pipeline(tmp_path, doc)))
+        assert result.returncode == 1 and "Traceback" not in result.stderr
+        last = result.stderr.strip().splitlines()[-1]
+        assert last.startswith("error: cannot map the schema id of ")
+        assert f"subject '{target_topic}-value', source schema id {source_id}:" in last
     assert (
         all(
             not recs
