@@ -2,8 +2,8 @@
 
 A list of ``--records`` wire-format messages (Avro-like: a 5-byte prefix, a 100 B payload;
 keys too, 16 B) is cut into runs of ``--run`` records and pushed through the copier's
-per-record loop (``k2k.pipeline.copier.Copier._copy_run``: read key and value, produce) with
-a producer that does nothing, once with mapping off (the plain fast path) and once with
+per-record loop (``RecordCopier._copy_run`` itself: read key and value, produce) with a
+producer that does nothing, once with mapping off (the plain fast path) and once with
 ``SchemaIdRewrite`` on both facets, the copier's one call per run. The ids are warm (the
 process cache answers, as in every lease after a worker's first), so this is the steady
 state: a 5-byte slice, a dict lookup and a splice per key and per value. Rounds alternate
@@ -22,11 +22,16 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from confluent_kafka import KafkaException
+
+from k2k.errors import K2KError
+from k2k.pipeline.copier import RecordCopier
 from k2k.schemamapping import SchemaIdRewrite, SchemaMapper
 from k2k.schemamapping.registry import RegistryEndpoint, SchemaRecord
+from k2k.stages import SourcePartition, TopicPlan
 
 SOURCE_IDS = (1, 2, 3)  # schemas met in the topic, round robin
 
@@ -81,29 +86,29 @@ def warm_rewrite() -> SchemaIdRewrite:
     return SchemaIdRewrite(mapper, "dr.orders", keys=True, values=True)
 
 
-def copy_loop(
-    msgs: Sequence[Msg],
-    run: int,
-    transform: Callable[[Sequence[Msg], int, int], Any] | None,
-    produce: Callable[..., None],
-) -> int:
-    """The copier's per-record loop (``Copier._copy_run`` without tracing or callbacks)."""
-    size = 0
+class NoopProducer:
+    """A producer whose ``produce`` does nothing (the copier only calls ``produce``)."""
+
+    def produce(self, *_: Any) -> None:
+        return None
+
+
+def copier(transform: SchemaIdRewrite | None) -> RecordCopier:
+    """The runner's copier for topic ``orders`` (``partition: source``, timestamps kept)."""
+    plan = TopicPlan("orders", "dr.orders", SourcePartition(), False, True, None, transform)
+    return RecordCopier({"orders": plan}, {"orders"}, _noop, _fail)
+
+
+def copy_all(msgs: Sequence[Msg], run: int, transform: SchemaIdRewrite | None) -> int:
+    """Push ``msgs`` through ``RecordCopier._copy_run``, ``run`` records at a time."""
+    c, producer = copier(transform), NoopProducer()
     for first in range(0, len(msgs), run):
-        end = min(first + run, len(msgs))
-        rewritten = transform(msgs, first, end) if transform is not None else None
-        for k in range(first, end):
-            m = msgs[k]
-            if rewritten is None:
-                value = m.value()
-                key = m.key()
-            else:
-                key = rewritten[0][k - first]
-                value = rewritten[1][k - first]
-            ts = m.timestamp()[1]
-            produce("dr.orders", value, key, 0, None, None, ts, None)
-            size += len(value) + len(key)
-    return size
+        c._copy_run(msgs, first, min(first + run, len(msgs)), "orders", 0, producer, None)  # type: ignore[arg-type]
+    return c.bytes
+
+
+def _fail(_m: Any, exc: KafkaException) -> K2KError:
+    return K2KError(str(exc))
 
 
 def _noop(*_: Any) -> None:
@@ -114,7 +119,7 @@ def measure(msgs: list[Msg], run: int, mapped: bool) -> float:
     """CPU ns per record of one pass (process time: the host may be shared)."""
     transform = warm_rewrite() if mapped else None
     started = time.process_time_ns()
-    copy_loop(msgs, run, transform, _noop)
+    copy_all(msgs, run, transform)
     return (time.process_time_ns() - started) / len(msgs)
 
 
