@@ -12,7 +12,12 @@ from k2k.config.loader import build_pipeline
 from k2k.config.schema_mapping import SchemaMapping
 from k2k.errors import ConfigError, SchemaMappingError
 from k2k.schemamapping import SchemaIdRewrite, SchemaMapper, schema_transforms
-from k2k.schemamapping.mapper import record_name, subject_for
+from k2k.schemamapping.mapper import (
+    clear_process_caches,
+    process_caches,
+    record_name,
+    subject_for,
+)
 from k2k.schemamapping.registry import RegistryEndpoint, SchemaRecord
 from tests.config.conftest import pipeline
 
@@ -189,7 +194,26 @@ def test_pickled_transforms_share_their_mapper_and_carry_no_cache():
     a = SchemaIdRewrite(mapper, "a", True, True)
     b = SchemaIdRewrite(mapper, "b", True, True)
     a._value_ids[b"\x00\x00\x00\x00\x01"] = b"\x00\x00\x00\x00\x02"
-    mapper._ids[("a-value", 1)] = 2
+    mapper.cache.ids[("a-value", 1)] = 2
     a2, b2 = pickle.loads(pickle.dumps((a, b)))
     assert a2.mapper is b2.mapper
-    assert a2._value_ids == {} and a2.mapper._ids == {}
+    assert a2._value_ids == {} and a2.mapper._cache is None and a2.mapper._clients == {}
+    clear_process_caches()
+
+
+def test_known_ids_survive_the_runner_task_in_the_process_cache():
+    """A mapper unpickled for the next lease finds what an earlier lease resolved: no
+    registry call (the endpoints here answer nothing, so a call would fail)."""
+    clear_process_caches()
+    first = _mapper()
+    first.cache.schemas[42] = SchemaRecord('"string"')
+    first.cache.ids[("dr.orders-value", 42)] = 7
+    later = pickle.loads(pickle.dumps(SchemaIdRewrite(first, "dr.orders", False, True)))
+    assert later.mapper.cache is first.cache
+    _, values = later([Msg(None, b"\x00\x00\x00\x00\x2apayload")], 0, 1)
+    assert values == [b"\x00\x00\x00\x00\x07payload"]
+    assert later.mapper.registered == 0  # answered by the cache
+    # Another registry pair (here: other credentials) never sees these answers.
+    other = RegistryEndpoint("target", ("http://127.0.0.1:9",), user_info="u:p")
+    assert process_caches(first.source, other) is not first.cache
+    clear_process_caches()

@@ -34,7 +34,13 @@ from k2k.config import PipelineConfig
 from k2k.controltopics import ensure_control_topics
 from k2k.coordination.assignment import StandDown, default_member_name
 from k2k.coordination.progress import ProgressStore
-from k2k.errors import ClusterError, ReplicationError, TopicError, Unavailable
+from k2k.errors import (
+    ClusterError,
+    ReplicationError,
+    SchemaMappingError,
+    TopicError,
+    Unavailable,
+)
 from k2k.observability.reachability import ClusterWatch
 from k2k.observability.stats import LiveStats, PipelineStats
 from k2k.pipeline.channel import LeaseControl
@@ -345,7 +351,13 @@ class Planner:
             # any failure while a cluster does not answer the probes. Others end the run.
             outage = all(s.error_class == Unavailable.__name__ for s in failed)
             outage = outage or self.watch.reachability.down_since() is not None
-            raise (Unavailable if outage else ReplicationError)(failed[0].error)
+            if outage:
+                raise Unavailable(failed[0].error)
+            # A schema-mapping failure keeps its class: callers and the CLI can tell it apart.
+            mapping = [s for s in failed if s.error_class == SchemaMappingError.__name__]
+            raise (SchemaMappingError if mapping else ReplicationError)(
+                (mapping or failed)[0].error
+            )
 
     def _check_targets_after_failure(self) -> None:
         """A target topic deleted while replicating is why a lease's writes failed: say that

@@ -39,7 +39,8 @@ def schema_mapper(cfg: PipelineConfig) -> SchemaMapper:
 def schema_transforms(cfg: PipelineConfig) -> Callable[[str, str], SchemaIdRewrite | None] | None:
     """Runs on: driver. None when schema mapping is off; else a function of (source topic,
     target topic) giving the topic's transform, or None when the rules map neither facet.
-    Every transform of one call shares one mapper, hence one cache per runner task."""
+    Every transform of one call shares one mapper; its caches are per Python worker process
+    and registry pair (:func:`~k2k.schemamapping.mapper.process_caches`)."""
     if not cfg.features.schema_mapping:
         return None
     mapper = schema_mapper(cfg)

@@ -1,21 +1,27 @@
 """Schema-id mapping: source registry ids to target registry ids, resolved once, cached.
 
 Runs on: executor. One :class:`SchemaMapper` per runner task (the lease spec pickles one and
-every topic's :class:`SchemaIdRewrite` refers to it, so they share its caches and clients);
-clients are created at the first cache miss.
+every topic's :class:`SchemaIdRewrite` refers to it, so they share its clients); clients are
+created at the first cache miss. The resolved ids live longer than the task: in a
+:class:`_Caches` per Python worker process and (source, target) registry pair
+(:func:`process_caches`), so a lease that follows another in a reused Python worker
+(``spark.python.worker.reuse``, Spark's default) asks no registry about an id already mapped.
 
 Per record (:meth:`SchemaIdRewrite.__call__`, once per run of records): a 5-byte slice, one
 dict lookup and a splice of the new 5-byte prefix before the unchanged payload (for Protobuf
 the message indexes after the id are payload, so they stay). Only an unseen prefix costs more:
 :meth:`SchemaIdRewrite._miss` checks the wire format, and :meth:`SchemaMapper.target_id`
 fetches the schema (with its references, recursively) from the source registry and registers
-it under the target subject, one round trip per schema and never again for this runner.
+it under the target subject, one round trip per schema and never again in this process.
 
 Invariants:
   * a prefix in a rewrite's table maps to the id the target registry returned for the same
     schema text, type and references under that topic's subject: no record is written with an
     id that was guessed or defaulted;
-  * a failure raises before the record is produced (the caller writes nothing of it).
+  * a failure raises before the record is produced (the caller writes nothing of it);
+  * a process cache holds only answers of its own registry pair: it is keyed by both
+    endpoints (URLs, credentials, TLS), and its keys carry the target subject, so mappers with
+    different subject strategies share it safely (the same subject and schema get the same id).
 """
 
 from __future__ import annotations
@@ -35,7 +41,14 @@ from k2k.schemamapping.registry import (
     SchemaRecord,
 )
 
-__all__ = ["SchemaIdRewrite", "SchemaMapper", "record_name", "subject_for"]
+__all__ = [
+    "SchemaIdRewrite",
+    "SchemaMapper",
+    "clear_process_caches",
+    "process_caches",
+    "record_name",
+    "subject_for",
+]
 
 Facet = Literal["key", "value"]
 Refs = tuple[tuple[str, str, int], ...]
@@ -91,6 +104,33 @@ def subject_for(strategy: str, topic: str, facet: Facet, schema: SchemaRecord) -
 
 
 @dataclass
+class _Caches:
+    """What one (source, target) registry pair answered: source id → schema, (target subject,
+    source id) → target id, (reference subject, source version) → target version."""
+
+    schemas: dict[int, SchemaRecord] = field(default_factory=dict)
+    ids: dict[tuple[str, int], int] = field(default_factory=dict)
+    versions: dict[tuple[str, int], int] = field(default_factory=dict)
+
+
+_PROCESS_CACHES: dict[tuple[RegistryEndpoint, RegistryEndpoint], _Caches] = {}
+
+
+def process_caches(source: RegistryEndpoint, target: RegistryEndpoint) -> _Caches:
+    """Runs on: executor. This Python worker's caches of the registry pair (created empty).
+
+    They live as long as the process: Spark reuses Python workers across tasks, so the ids a
+    lease mapped serve the next leases too. They grow with the schemas met, never
+    with records; they are never evicted (ids are never reused by a registry)."""
+    return _PROCESS_CACHES.setdefault((source, target), _Caches())
+
+
+def clear_process_caches() -> None:
+    """Forget every cached answer of this process (tests)."""
+    _PROCESS_CACHES.clear()
+
+
+@dataclass
 class SchemaMapper:
     """Runs on: executor (built on the driver, pickled without clients or caches).
 
@@ -101,18 +141,22 @@ class SchemaMapper:
     key_strategy: str = "TopicNameStrategy"
     value_strategy: str = "TopicNameStrategy"
     on_non_wire_format: Literal["pass", "fail"] = "pass"
-    #: Schemas the target registry returned an id for (a counter for metrics and tests).
+    #: Schemas this mapper had the target registry resolve (a counter for metrics and tests;
+    #: ids found in the process cache do not count).
     registered: int = 0
     _clients: dict[str, RegistryClient] = field(default_factory=dict, repr=False)
-    _schemas: dict[int, SchemaRecord] = field(default_factory=dict, repr=False)
-    _ids: dict[tuple[str, int], int] = field(default_factory=dict, repr=False)
-    _versions: dict[tuple[str, int], int] = field(default_factory=dict, repr=False)
+    _cache: _Caches | None = field(default=None, repr=False)
 
     def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        for name in ("_clients", "_schemas", "_ids", "_versions"):
-            state[name] = {}
-        return state
+        return {**self.__dict__, "_clients": {}, "_cache": None}
+
+    @property
+    def cache(self) -> _Caches:
+        """This process's caches of the mapper's registry pair (looked up once)."""
+        cache = self._cache
+        if cache is None:
+            cache = self._cache = process_caches(self.source, self.target)
+        return cache
 
     def _client(self, which: Literal["source", "target"]) -> RegistryClient:
         client = self._clients.get(which)
@@ -122,9 +166,10 @@ class SchemaMapper:
 
     def source_schema(self, source_id: int) -> SchemaRecord:
         """The source registry's schema of ``source_id`` (cached)."""
-        schema = self._schemas.get(source_id)
+        schemas = self.cache.schemas
+        schema = schemas.get(source_id)
         if schema is None:
-            schema = self._schemas[source_id] = self._client("source").schema_by_id(source_id)
+            schema = schemas[source_id] = self._client("source").schema_by_id(source_id)
         return schema
 
     def subject(self, facet: Facet, topic: str, schema: SchemaRecord) -> str:
@@ -134,11 +179,12 @@ class SchemaMapper:
     def target_id(self, source_id: int, subject: str, schema: SchemaRecord) -> int:
         """The target registry's id of ``schema`` under ``subject``, registering it (and its
         references, under their own subjects) when new."""
-        known = self._ids.get((subject, source_id))
+        ids = self.cache.ids
+        known = ids.get((subject, source_id))
         if known is None:
             refs = self._target_refs(schema.references, 0)
             known = self._client("target").register(subject, schema, refs)
-            self._ids[(subject, source_id)] = known
+            ids[(subject, source_id)] = known
             self.registered += 1
         return known
 
@@ -150,15 +196,16 @@ class SchemaMapper:
         if depth > _MAX_REFERENCE_DEPTH:
             raise RegistryFailure(f"schema references nest deeper than {_MAX_REFERENCE_DEPTH}")
         out = []
+        versions = self.cache.versions
         for name, subject, version in refs:
-            target_version = self._versions.get((subject, version))
+            target_version = versions.get((subject, version))
             if target_version is None:
                 schema = self._client("source").version(subject, version)
                 nested = self._target_refs(schema.references, depth + 1)
                 target = self._client("target")
                 target.register(subject, schema, nested)
                 target_version = target.lookup_version(subject, schema, nested)
-                self._versions[(subject, version)] = target_version
+                versions[(subject, version)] = target_version
                 self.registered += 1
             out.append((name, subject, target_version))
         return tuple(out)
