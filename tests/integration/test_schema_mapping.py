@@ -80,6 +80,12 @@ class Registries:
     target: str
 
 
+def registry_client(url: str) -> SchemaRegistryClient:
+    """A Confluent client whose requests time out (its default waits forever, so a stalled
+    registry would hang a test past pytest-timeout's reach)."""
+    return SchemaRegistryClient({"url": url, "timeout": 30})
+
+
 def _start_pair(tmp_path_factory: pytest.TempPathFactory) -> list[LocalRegistry]:
     root = tmp_path_factory.mktemp("registries")
     pair = [
@@ -96,7 +102,7 @@ def registries(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registries]
     """A source and a target registry for the session (their JVMs die with it)."""
     pair = _start_pair(tmp_path_factory)
     try:
-        target = SchemaRegistryClient({"url": pair[1].url})
+        target = registry_client(pair[1].url)
         # Unrelated schemas first: the target's ids never coincide with the source's.
         for i in range(7):
             target.register_schema(
@@ -142,7 +148,7 @@ def _people(n: int) -> list[dict]:
 def _avro_records(
     registries: Registries, topic: str, people: list[dict], partitions: int = 1
 ) -> list[tuple]:
-    client = SchemaRegistryClient({"url": registries.source})
+    client = registry_client(registries.source)
     ref = _register_avro_address(client)
     values = AvroSerializer(client, Schema(json.dumps(PERSON), "AVRO", [ref]))
     keys = AvroSerializer(client, '"string"')
@@ -155,7 +161,7 @@ def _avro_records(
 
 
 def _decoded_avro(bootstrap: str, registries: Registries, topic: str) -> list[tuple]:
-    client = SchemaRegistryClient({"url": registries.target})
+    client = registry_client(registries.target)
     decode = AvroDeserializer(client)
     out = []
     for p, recs in sorted(read_all(bootstrap, topic).items()):
@@ -187,7 +193,7 @@ def test_avro_with_references_decodes_identically_through_the_target_registry(
             assert s.value[5:] == t.value[5:] and s.key[5:] == t.key[5:]
             assert s.value[:5] != t.value[:5]
     # The subjects follow the target topic (TopicNameStrategy); the reference kept its own.
-    subjects = set(SchemaRegistryClient({"url": registries.target}).get_subjects())
+    subjects = set(registry_client(registries.target).get_subjects())
     assert {f"dr.{topic}-key", f"dr.{topic}-value", "k2k.test.Address"} <= subjects
 
 
@@ -196,7 +202,7 @@ def test_json_schema_with_references_decodes_identically(
 ):
     topic = topic_name("orders")
     create_topic(clusters.source, topic, 1)
-    client = SchemaRegistryClient({"url": registries.source})
+    client = registry_client(registries.source)
     address = Schema(json.dumps(JSON_ADDRESS), "JSON")
     client.register_schema("address-json", address)
     version = client.lookup_schema("address-json", address).version
@@ -212,9 +218,7 @@ def test_json_schema_with_references_decodes_identically(
 
     run_until_caught_up(spark, tmp_path, mapping_doc(clusters, registries, group_name(), [topic]))
 
-    decode = JSONDeserializer(
-        None, schema_registry_client=SchemaRegistryClient({"url": registries.target})
-    )
+    decode = JSONDeserializer(None, schema_registry_client=registry_client(registries.target))
     target_topic = f"dr.{topic}"
     got = read_all(clusters.target, target_topic)[0]
     tctx = SerializationContext(target_topic, MessageField.VALUE)
@@ -282,7 +286,7 @@ def test_source_registry_down_fails_naming_subject_and_id_and_writes_nothing_wro
         create_topic(clusters.source, topic, 1)
         first = _avro_records(mine, topic, _people(10))
         produce(clusters.source, topic, first)
-        client = SchemaRegistryClient({"url": own.url})
+        client = registry_client(own.url)
         other = AvroSerializer(
             client,
             json.dumps({"type": "record", "name": "B", "fields": [{"name": "b", "type": "long"}]}),
@@ -313,7 +317,7 @@ def test_source_registry_down_fails_naming_subject_and_id_and_writes_nothing_wro
     assert "\n" not in message
     got = read_all(clusters.target, f"dr.{topic}")[0]
     assert len(got) == 10  # run 1's records only: schema B's record was never written
-    target = SchemaRegistryClient({"url": registries.target})
+    target = registry_client(registries.target)
     decode = AvroDeserializer(target)
     ctx = SerializationContext(f"dr.{topic}", MessageField.VALUE)
     assert [decode(r.value, ctx)["name"] for r in got[:10]] == [f"person-{i}" for i in range(10)]
@@ -399,7 +403,7 @@ def test_protobuf_with_references_keeps_message_indexes_and_decodes_through_the_
     same .proto with its reference, and the payload parses to the same message."""
     topic = topic_name("proto")
     create_topic(clusters.source, topic, 1)
-    source = SchemaRegistryClient({"url": registries.source})
+    source = registry_client(registries.source)
     address = Schema(ADDRESS_PROTO, "PROTOBUF")
     source.register_schema("k2k/address.proto", address)
     version = source.lookup_schema("k2k/address.proto", address).version
@@ -420,7 +424,7 @@ def test_protobuf_with_references_keeps_message_indexes_and_decodes_through_the_
 
     got = read_all(clusters.target, f"dr.{topic}")[0]
     assert len(got) == len(people)
-    target = SchemaRegistryClient({"url": registries.target})
+    target = registry_client(registries.target)
     target_ids = {int.from_bytes(r.value[1:5], "big") for r in got}
     assert len(target_ids) == 1 and target_ids != {source_id}
     schema = target.get_schema(target_ids.pop())
@@ -442,7 +446,7 @@ def test_avro_record_name_strategies_against_real_registries(
     target gets follow the record names; every record decodes through the target registry."""
     topic = topic_name("named")
     create_topic(clusters.source, topic, 1)
-    client = SchemaRegistryClient({"url": registries.source})
+    client = registry_client(registries.source)
     ref = _register_avro_address(client)
     values = AvroSerializer(client, Schema(json.dumps(PERSON), "AVRO", [ref]))
     keys = AvroSerializer(client, json.dumps(ADDRESS))
@@ -468,7 +472,7 @@ def test_avro_record_name_strategies_against_real_registries(
     run_until_caught_up(spark, tmp_path, doc)
 
     target_topic = f"dr.{topic}"
-    target = SchemaRegistryClient({"url": registries.target})
+    target = registry_client(registries.target)
     decode = AvroDeserializer(target)
     got = read_all(clusters.target, target_topic)[0]
     tk = SerializationContext(target_topic, MessageField.KEY)
@@ -492,7 +496,7 @@ def test_target_incompatibility_fails_naming_subject_and_id_and_writes_nothing(
     topic = topic_name("incompat")
     create_topic(clusters.source, topic, 1)
     target_topic = f"dr.{topic}"
-    target = SchemaRegistryClient({"url": registries.target})
+    target = registry_client(registries.target)
     existing = {
         "type": "record",
         "name": "Person",
@@ -618,7 +622,7 @@ def test_source_registry_down_mid_lease_then_back_replicates_the_rest_exactly(
         first = _avro_records(registries, topic, people[:10])
         later = _avro_records(registries, topic, people[10:])
         other = AvroSerializer(
-            SchemaRegistryClient({"url": registries.source}),
+            registry_client(registries.source),
             json.dumps({"type": "record", "name": "B", "fields": [{"name": "b", "type": "long"}]}),
         )
         b_value = other({"b": 1}, SerializationContext(topic, MessageField.VALUE))
@@ -669,7 +673,7 @@ def test_source_registry_down_mid_lease_then_back_replicates_the_rest_exactly(
         run_until_caught_up(spark, tmp_path, doc)
     finally:
         switch.off()
-    target = SchemaRegistryClient({"url": registries.target})
+    target = registry_client(registries.target)
     decode = AvroDeserializer(target)
     ctx = SerializationContext(target_topic, MessageField.VALUE)
     got = read_all(clusters.target, target_topic)[0]
