@@ -320,7 +320,7 @@ def merge_doubtful(
 
 def _renumber(tasks: list[PartitionTask]) -> list[PartitionTask]:
     """Each partition's slices numbered again (k, n) after some were merged."""
-    out = []
+    out: list[PartitionTask] = []
     for _, group in itertools.groupby(tasks, key=lambda t: (t.topic, t.partition)):
         slices = list(group)
         out.extend(dataclasses.replace(t, slice=(k, len(slices))) for k, t in enumerate(slices))

@@ -384,6 +384,7 @@ def _verify_plain(task: PartitionTask, meter: _Meter) -> PartitionResult | None:
         source_digest=digest(hashes[context:compared]),
         target_digest=digest(lane[:own]),
         target_digested=own,
+        tail_matched=n,
     )
     counts = {tp: (seen, seen)} if tp in task.target_ranges else {}
     return _result(task, [r], own, 0, counts, 0)
