@@ -212,30 +212,32 @@ def read_batches(
             if (last.offset() or 0) < end - 1 and not any(map(_error, msgs)):
                 yield msgs  # the common case: a whole batch of records inside the range
                 continue
-            out = []
-            for m in msgs:
-                err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        break
-                    raise ClusterError(
-                        f"{cluster} {topic}[{partition}]: reading failed: {err.str()} (verify)"
-                    )
-                offset = m.offset() or 0
-                if offset >= end:
-                    break
-                out.append(m)
-                if offset >= end - 1:
-                    break
-            else:
-                if out:
-                    yield out
-                continue
+            out, ended = _records_before(msgs, end, f"{cluster} {topic}[{partition}]")
             if out:
                 yield out
-            return
+            if ended:
+                return
     finally:
         consumer.close()
+
+
+def _records_before(msgs: list[Message], end: int, where: str) -> tuple[list[Message], bool]:
+    """The records of ``msgs`` before offset ``end``, and whether the read is over (the end
+    reached, or the partition's end). Raises :class:`~k2k.errors.ClusterError` on an error."""
+    out: list[Message] = []
+    for m in msgs:
+        err = m.error()
+        if err is not None:
+            if err.code() == KafkaError._PARTITION_EOF:
+                return out, True
+            raise ClusterError(f"{where}: reading failed: {err.str()} (verify)")
+        offset = m.offset() or 0
+        if offset >= end:
+            return out, True
+        out.append(m)
+        if offset >= end - 1:
+            return out, True
+    return out, False
 
 
 class _Tracing:
