@@ -69,7 +69,6 @@ Headers = Sequence[tuple[str, bytes | None]]
 
 #: The modulus of the polynomial digests (a prime; 2 has a huge order modulo it).
 _P = 2**255 - 19
-_M64 = (1 << 64) - 1
 
 _blake2b = hashlib.blake2b
 #: The digest of a null key or value (no blake2b digest is all zeros in practice).
@@ -109,14 +108,14 @@ def headers_digest(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
 
 
 def content_hash(key: bytes | None, value: bytes | None, headers: Headers, timestamp: int) -> int:
-    """A 64-bit hash of a record's key, value, headers and timestamp: Python's own tuple
+    """A 64-bit (signed) hash of a record's key, value, headers and timestamp: Python's own tuple
     hash (SipHash for the payloads, computed in C), so equal within one Python version and
     ``PYTHONHASHSEED`` (Spark gives its Python workers ``0``); what the digests sum up.
 
     >>> content_hash(b"k", None, [], 1) == content_hash(b"k", b"", [], 1)
     False
     """
-    return hash((key, value, tuple(headers) if headers else (), timestamp)) & _M64
+    return hash((key, value, tuple(headers) if headers else (), timestamp))
 
 
 class Fingerprint(NamedTuple):
@@ -173,7 +172,7 @@ def compact(
     timestamp: int,
 ) -> Fingerprint:
     """The compact fingerprint of one record: its content is its :func:`content_hash`."""
-    h = hash((key, value, tuple(headers) if headers else (), timestamp)) & _M64
+    h = hash((key, value, tuple(headers) if headers else (), timestamp))
     return Fingerprint(partition, offset, source_offset, h, None, None, h)
 
 
@@ -183,7 +182,7 @@ def digest(hashes: Iterable[int]) -> int:
     >>> digest([1, 2]) == combine(digest([1]), 1, digest([2])) != digest([2, 1])
     True
     """
-    data = array("Q", hashes)
+    data = array("q", hashes)  # signed, read back as unsigned: h mod 2**64
     if sys.byteorder == "big":
         data.byteswap()
     return int.from_bytes(data.tobytes(), "little") % _P

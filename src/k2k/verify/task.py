@@ -27,6 +27,8 @@ docs/operations.md#verifying-a-migration-k2k-verify for the limits):
 from __future__ import annotations
 
 import bisect
+import itertools
+import operator
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -51,7 +53,22 @@ from k2k.verify.align import (
     fingerprint,
 )
 
-_M64 = (1 << 64) - 1
+_key, _value, _headers, _timestamp = Message.key, Message.value, Message.headers, Message.timestamp
+_ts = operator.itemgetter(1)
+
+
+def _own(headers: Any) -> tuple[Any, ...]:
+    return tuple(headers) if headers else ()
+
+
+def _hashes(batch: list[Message], keep_headers: bool, keep_timestamp: bool) -> Iterator[int]:
+    """The content hashes (:func:`~k2k.verify.align.content_hash`) of a batch of records,
+    computed without a Python loop over them (the lean pass's hot path)."""
+    n = len(batch)
+    headers = map(_own, map(_headers, batch)) if keep_headers else itertools.repeat((), n)
+    stamps = map(_ts, map(_timestamp, batch)) if keep_timestamp else itertools.repeat(0, n)
+    return map(hash, zip(map(_key, batch), map(_value, batch), headers, stamps, strict=False))
+
 
 __all__ = [
     "MAX_REPORTED",
@@ -186,8 +203,8 @@ def read_batches(
     timeout_s: float,
 ) -> Iterator[list[Message]]:
     """Runs on: executor. The committed records of ``topic[partition]`` in [start, end), in
-    order, a consumed batch (never empty) at a time. Raises :class:`~k2k.errors.ClusterError` when the
-    partition cannot be read or nothing arrives for ``timeout_s``."""
+    order, a consumed batch (never empty) at a time. Raises :class:`~k2k.errors.ClusterError`
+    when the partition cannot be read or nothing arrives for ``timeout_s``."""
     if start >= end:
         return
     consumer = build_consumer(conf)
@@ -337,17 +354,14 @@ def _verify_plain(task: PartitionTask, meter: _Meter) -> PartitionResult | None:
     source partition p -> target partition p; only content hashes are kept, and the lane
     is equal when the target's hashes are the source's from the context on. None when not."""
     hashes: list[int] = []
-    add = hashes.append
     keep_headers, keep_timestamp = task.keep_headers, task.keep_timestamp
     first = task.start if task.context_from is None else task.context_from
+    tp = task.partition
     context = compared = 0  # records before start, before until
     for batch in read_batches(
         task.source_consumer, "source", task.topic, task.partition, first, task.end, task.timeout_s
     ):
-        for m in batch:
-            hd = m.headers() if keep_headers else None
-            ts = m.timestamp()[1] if keep_timestamp else 0
-            add(hash((m.key(), m.value(), tuple(hd) if hd else (), ts)) & _M64)
+        hashes.extend(_hashes(batch, keep_headers, keep_timestamp))
         low, high = batch[0].offset() or 0, batch[-1].offset() or 0
         if high < task.start:
             context += len(batch)
@@ -362,18 +376,13 @@ def _verify_plain(task: PartitionTask, meter: _Meter) -> PartitionResult | None:
         meter.add(len(batch))
     lane: list[int] = []
     seen = 0
-    tp = task.partition
     if tp in task.target_ranges and tp in task.claims_unattributed:
-        first, last = task.target_ranges[tp]
-        add = lane.append
+        t_first, t_end = task.target_ranges[tp]
         for batch in read_batches(
-            task.target_consumer, "target", task.target_topic, tp, first, last, task.timeout_s
+            task.target_consumer, "target", task.target_topic, tp, t_first, t_end, task.timeout_s
         ):
             seen += len(batch)
-            for m in batch:
-                hd = m.headers()
-                ts = m.timestamp()[1] if keep_timestamp else 0
-                add(hash((m.key(), m.value(), tuple(hd) if hd else (), ts)) & _M64)
+            lane.extend(_hashes(batch, True, keep_timestamp))
     n = len(lane)
     own = compared - context
     if n < own or lane != hashes[context : context + n]:
