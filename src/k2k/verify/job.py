@@ -22,6 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -362,26 +363,31 @@ def run_verify(
     """Runs on: driver. Plan (see :func:`plan_tasks` for the range options), slice
     partitions of more than ``slice_records`` offsets, run the Spark job (on ``spark``, or
     a session of its own from ``spark.master``/``spark.conf``, stopped at the end) and
-    collect the report. ``progress`` is called about twice a second while tasks run."""
-    tasks = plan_tasks(
-        cfg,
-        topics,
-        whole_topics=whole_topics,
-        from_timestamp_ms=from_timestamp_ms,
-        sample=sample,
-    )
-    if not tasks:
-        return VerifyReport(cfg.name, [])
-    partitions = len(tasks)
-    tasks = slice_tasks(tasks, slice_records)
-    log.info(
-        "verifying %d partition(s) of %d topic(s) in %d task(s)",
-        partitions,
-        len({t.topic for t in tasks}),
-        len(tasks),
-    )
+    collect the report. ``progress`` is called about twice a second while tasks run.
+    A session of its own starts while the driver plans (both take seconds)."""
     own = spark is None
-    session = spark or start_spark(f"k2k-verify:{cfg.name}", cfg.spark.master, dict(cfg.spark.conf))
+    with ThreadPoolExecutor(1, thread_name_prefix="k2k-verify-spark") as pool:
+        starting = (
+            pool.submit(
+                start_spark, f"k2k-verify:{cfg.name}", cfg.spark.master, dict(cfg.spark.conf)
+            )
+            if own
+            else None
+        )
+        try:
+            tasks = _plan_slices(
+                cfg, topics, whole_topics, from_timestamp_ms, sample, slice_records
+            )
+            session = starting.result() if starting is not None else spark
+            assert session is not None
+        except BaseException:
+            if starting is not None and starting.exception() is None:
+                starting.result().stop()
+            raise
+    if not tasks:
+        if own:
+            session.stop()
+        return VerifyReport(cfg.name, [])
     try:
         results = _run_until_sure(session, cfg, tasks, progress)
     finally:
@@ -390,6 +396,35 @@ def run_verify(
     results.sort(key=lambda r: (r.topic, r.partition))
     by_key = cfg.replication.sink.partition == "hash" and not _traces_source(cfg)
     return VerifyReport(cfg.name, results, _unexplained(results) if by_key else [])
+
+
+def _plan_slices(
+    cfg: PipelineConfig,
+    topics: Sequence[str],
+    whole_topics: bool,
+    from_timestamp_ms: int | None,
+    sample: int | None,
+    slice_records: int,
+) -> list[PartitionTask]:
+    """Runs on: driver. :func:`plan_tasks`, then the large partitions sliced."""
+    tasks = plan_tasks(
+        cfg,
+        topics,
+        whole_topics=whole_topics,
+        from_timestamp_ms=from_timestamp_ms,
+        sample=sample,
+    )
+    if not tasks:
+        return []
+    partitions = len(tasks)
+    tasks = slice_tasks(tasks, slice_records)
+    log.info(
+        "verifying %d partition(s) of %d topic(s) in %d task(s)",
+        partitions,
+        len({t.topic for t in tasks}),
+        len(tasks),
+    )
+    return tasks
 
 
 def _run_until_sure(
