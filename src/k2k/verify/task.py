@@ -57,15 +57,13 @@ _key, _value, _headers, _timestamp = Message.key, Message.value, Message.headers
 _ts = operator.itemgetter(1)
 
 
-def _own(headers: Any) -> tuple[Any, ...]:
-    return tuple(headers) if headers else ()
-
-
 def _hashes(batch: list[Message], keep_headers: bool, keep_timestamp: bool) -> Iterator[int]:
     """The content hashes (:func:`~k2k.verify.align.content_hash`) of a batch of records,
     computed without a Python loop over them (the lean pass's hot path)."""
     n = len(batch)
-    headers = map(_own, map(_headers, batch)) if keep_headers else itertools.repeat((), n)
+    headers: Any = itertools.repeat((), n)
+    if keep_headers:
+        headers = [tuple(h) if h else () for h in map(_headers, batch)]
     stamps = map(_ts, map(_timestamp, batch)) if keep_timestamp else itertools.repeat(0, n)
     return map(hash, zip(map(_key, batch), map(_value, batch), headers, stamps, strict=False))
 
@@ -387,13 +385,14 @@ def _verify_plain(task: PartitionTask, meter: _Meter) -> PartitionResult | None:
     own = compared - context
     if n < own or lane != hashes[context : context + n]:
         return None
+    same = digest(hashes[context:compared])  # lane[:own] is that very sequence of hashes
     r = LaneResult(
         matched=own,
         ahead=n - own,
         expected=own,
         actual=n,
-        source_digest=digest(hashes[context:compared]),
-        target_digest=digest(lane[:own]),
+        source_digest=same,
+        target_digest=same,
         target_digested=own,
         tail_matched=n,
     )
