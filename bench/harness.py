@@ -26,6 +26,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
@@ -916,6 +917,11 @@ def main() -> None:
         "the median figures (one 1 KB copy lasts under 10 s, and single runs swing by 20 %%)",
     )
     ap.add_argument(
+        "--workloads",
+        metavar="W1-100B,...",
+        help="W1: only these backlog workloads (default: all of the plan's)",
+    )
+    ap.add_argument(
         "--verify",
         action="store_true",
         help="after each complete W1 copy by a k2k contender, time `k2k verify` on it and "
@@ -936,6 +942,14 @@ def main() -> None:
         ap.error(f"--only: unknown contender(s) {', '.join(unknown)}; known: {', '.join(keys)}")
     chosen = [cls() for cls in CONTENDERS if cls.key in wanted]
     plan = QUICK if args.quick else FULL
+    if args.workloads:
+        names = {w.strip() for w in args.workloads.split(",")}
+        known = [w.name for w in plan.backlog]
+        if names - set(known):
+            ap.error(
+                f"--workloads: unknown {', '.join(sorted(names - set(known)))}; known: {', '.join(known)}"
+            )
+        plan = dataclasses.replace(plan, backlog=tuple(w for w in plan.backlog if w.name in names))
     print(f"machine: {machine()}", flush=True)
     for c in chosen:
         c.setup()
