@@ -53,21 +53,6 @@ from k2k.verify.align import (
     fingerprint,
 )
 
-_key, _value, _headers, _timestamp = Message.key, Message.value, Message.headers, Message.timestamp
-_ts = operator.itemgetter(1)
-
-
-def _hashes(batch: list[Message], keep_headers: bool, keep_timestamp: bool) -> Iterator[int]:
-    """The content hashes (:func:`~k2k.verify.align.content_hash`) of a batch of records,
-    computed without a Python loop over them (the lean pass's hot path)."""
-    n = len(batch)
-    headers: Any = itertools.repeat((), n)
-    if keep_headers:
-        headers = [tuple(h) if h else () for h in map(_headers, batch)]
-    stamps = map(_ts, map(_timestamp, batch)) if keep_timestamp else itertools.repeat(0, n)
-    return map(hash, zip(map(_key, batch), map(_value, batch), headers, stamps, strict=False))
-
-
 __all__ = [
     "MAX_REPORTED",
     "PartitionResult",
@@ -84,6 +69,20 @@ TRIM_PROBE = 8
 #: Records per ``consume`` call.
 _BATCH = 5_000
 _error = Message.error
+
+_key, _value, _headers, _timestamp = Message.key, Message.value, Message.headers, Message.timestamp
+_ts = operator.itemgetter(1)
+
+
+def _hashes(batch: list[Message], keep_headers: bool, keep_timestamp: bool) -> Iterator[int]:
+    """The content hashes (:func:`~k2k.verify.align.content_hash`) of a batch of records,
+    computed without a Python loop over them (the lean pass's hot path)."""
+    n = len(batch)
+    headers: Any = itertools.repeat((), n)
+    if keep_headers:
+        headers = [tuple(h) if h else () for h in map(_headers, batch)]
+    stamps = map(_ts, map(_timestamp, batch)) if keep_timestamp else itertools.repeat(0, n)
+    return map(hash, zip(map(_key, batch), map(_value, batch), headers, stamps, strict=False))
 
 
 @dataclass(frozen=True, slots=True)
