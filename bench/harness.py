@@ -11,6 +11,9 @@
    the contender's process tree (CPU seconds, summed RSS) every 100 ms. A run counts only if
    the target holds exactly the source's records per partition and sampled records are
    byte-identical (key, value, timestamp).
+   With ``--verify``, each complete W1 copy by a k2k contender is then checked with
+   ``k2k verify`` on the same pipeline file, timed like a contender (:func:`run_verify`),
+   and printed next to the copy.
 4. **W2 steady state**: per contender and rate, a fresh source topic; the contender is
    started, warm-up records are written until one reaches the target and the probe has read
    one, then the same rate runs unmeasured for ``warmup_s``; then a paced writer sends
@@ -23,6 +26,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
@@ -451,7 +455,16 @@ class Monitor(threading.Thread):
         return out
 
 
-def run_backlog(c: Contender, w: Backlog, env: Env, ends: dict[int, int], limit: float) -> Result:
+def run_backlog(
+    c: Contender,
+    w: Backlog,
+    env: Env,
+    ends: dict[int, int],
+    limit: float,
+    verified: list[Result] | None = None,
+) -> Result:
+    """One W1 copy by ``c``. With ``verified`` (``--verify``) and a complete copy by a k2k
+    contender, ``k2k verify`` then checks it: its result is appended to ``verified``."""
     run = uuid.uuid4().hex[:6]
     ctx = Ctx(
         env.source,
@@ -527,6 +540,53 @@ def run_backlog(c: Contender, w: Backlog, env: Env, ends: dict[int, int], limit:
         res.complete, why = have == total, f"INCOMPLETE: {have:,} of {total:,} records"
     if not res.complete:
         res.note = f"{why}; {res.note}" if res.note else why
+    if verified is not None and res.complete and isinstance(c, K2KAtLeastOnce):
+        verified.append(run_verify(c, w, ctx, limit))
+    return res
+
+
+def run_verify(c: Contender, w: Backlog, ctx: Ctx, limit: float) -> Result:
+    """``k2k verify --json`` on the pipeline file ``c`` just copied ``w`` with (its progress
+    is committed up to the end), timed from process start to exit like a contender: the
+    whole process tree's CPU seconds and peak RSS. Complete when it exits 0 having compared
+    every record."""
+    res = Result(f"k2k verify ({c.name})", "-", w.name, w.records, w.value_size)
+    argv = [
+        str(ROOT / ".venv/bin/k2k"),
+        "verify",
+        "--json",
+        "-f",
+        str(ctx.tmp / f"{ctx.dest}.yaml"),
+    ]
+    out = ctx.tmp / f"{ctx.dest}.verify.json"
+    procs: list[subprocess.Popen] = []
+    monitor = Monitor(procs)
+    clock = cpu_clock()
+    started = time.monotonic()
+    with open(out, "w") as stdout, open(ctx.tmp / f"{ctx.dest}.verify.log", "w") as log:
+        procs.append(subprocess.Popen(argv, stdout=stdout, stderr=log))
+    monitor.start()
+    try:
+        code = procs[0].wait(limit)
+    except subprocess.TimeoutExpired:
+        code = None
+        res.note = "timed out"
+    finally:
+        monitor.sample()
+        stop_processes(procs, res.contender)
+        monitor.stop()
+    res.wall = res.seconds = time.monotonic() - started
+    res.cpu_s = monitor.cpu_s()
+    res.peak_rss_mb = monitor.peak_rss / 2**20
+    res.steal_pct = steal_pct(clock)
+    try:
+        report = json.loads(out.read_text())
+    except ValueError:
+        report = {}
+    compared = report.get("sourceRecords", 0)
+    res.complete = code == 0 and report.get("ok") is True and compared == w.records
+    if not res.complete and not res.note:
+        res.note = f"exit {code}: {report.get('summary', 'no report')}"
     return res
 
 
@@ -712,6 +772,20 @@ def ratios(results: list[Result]) -> list[str]:
                 n = min(len(runs[(name, w)]), len(runs[(base, w)]))
                 medians = f" (medians of {n} runs each)" if n > 1 else ""
                 out.append(f"{label}, {w}: {a / b:.0%}{medians}")
+    walls: dict[tuple[str, str], list[float]] = {}
+    for r in results:
+        if r.complete:
+            walls.setdefault((r.contender, r.workload), []).append(r.wall)
+    for (name, w), verify_walls in sorted(walls.items()):
+        copied = name.removeprefix("k2k verify (").removesuffix(")")
+        if name.startswith("k2k verify (") and (copied, w) in walls:
+            v, copy = statistics.median(verify_walls), statistics.median(walls[(copied, w)])
+            n = min(len(verify_walls), len(walls[(copied, w)]))
+            medians = f" (medians of {n} runs each)" if n > 1 else ""
+            out.append(
+                f"k2k verify vs the copy it checks ({copied}), {w}: wall {v:.1f} s vs "
+                f"{copy:.1f} s = {v / copy:.0%}{medians}"
+            )
     k_alo, m_alo = rate(K2KAtLeastOnce.name), rate(MirrorMaker2AtLeastOnce.name)
     if k_alo and m_alo:
         line = f"ratio vs MirrorMaker 2: at-least-once {k_alo / m_alo:.2f}"
@@ -758,13 +832,23 @@ def run_workloads(
     for w in () if args.skip_backlog else plan.backlog:
         ends = preload(env.source, w.topic, w.records, w.value_size)
         for c in backlog_order(chosen, args.rounds):
-            r = run_backlog(c, w, env, ends, args.timeout)
+            verified: list[Result] | None = [] if args.verify else None
+            r = run_backlog(c, w, env, ends, args.timeout, verified)
             results.append(r)
             print(
                 f"  {r.contender:32} {w.name:8} {r.rate:>10,.0f} records/s "
                 f"{r.mbps:7.1f} MB/s  steal {_pct(r.steal_pct):>3} %  {_verdict(r, 'complete')}",
                 flush=True,
             )
+            for v in verified or ():
+                results.append(v)
+                print(
+                    f"  {'then k2k verify':32} {w.name:8} {v.wall:>7.1f} s wall "
+                    f"(the copy: {r.wall:.1f} s wall, {r.seconds:.1f} s copying)  "
+                    f"CPU {v.cpu_s:.1f} s  steal {_pct(v.steal_pct):>3} %  "
+                    f"{_verdict(v, 'all match')}",
+                    flush=True,
+                )
     steady = () if args.skip_steady else plan.steady
     if steady and any(c.steady_capable for c in chosen):
         warm_brokers_for_steady(env, steady[0], plan.steady_warmup_s)
@@ -833,6 +917,17 @@ def main() -> None:
         "the median figures (one 1 KB copy lasts under 10 s, and single runs swing by 20 %%)",
     )
     ap.add_argument(
+        "--workloads",
+        metavar="W1-100B,...",
+        help="W1: only these backlog workloads (default: all of the plan's)",
+    )
+    ap.add_argument(
+        "--verify",
+        action="store_true",
+        help="after each complete W1 copy by a k2k contender, time `k2k verify` on it and "
+        "print it next to the copy (docs/benchmarks.md)",
+    )
+    ap.add_argument(
         "--keep-data",
         action="store_true",
         help="keep the embedded brokers' data (several GB after a full run) in the scratch "
@@ -847,6 +942,14 @@ def main() -> None:
         ap.error(f"--only: unknown contender(s) {', '.join(unknown)}; known: {', '.join(keys)}")
     chosen = [cls() for cls in CONTENDERS if cls.key in wanted]
     plan = QUICK if args.quick else FULL
+    if args.workloads:
+        names = {w.strip() for w in args.workloads.split(",")}
+        known = [w.name for w in plan.backlog]
+        if names - set(known):
+            ap.error(
+                f"--workloads: unknown {', '.join(sorted(names - set(known)))}; known: {', '.join(known)}"
+            )
+        plan = dataclasses.replace(plan, backlog=tuple(w for w in plan.backlog if w.name in names))
     print(f"machine: {machine()}", flush=True)
     for c in chosen:
         c.setup()

@@ -262,6 +262,14 @@ def status(files: Sequence[str], as_json: bool) -> None:
     metavar="N",
     help="Compare only the last N offsets of each partition's range (a quick check).",
 )
+@click.option(
+    "--slice-records",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="Verify a partition whose range spans more than N offsets in several tasks of about "
+    "N (cut where both sides agree, see docs/operations.md); 0 never slices. "
+    "Default: 1,000,000.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document (for scripts).")
 @click.option(
     "-v",
@@ -276,6 +284,7 @@ def verify(
     whole_topics: bool,
     from_timestamp: str | None,
     sample: int | None,
+    slice_records: int | None,
     as_json: bool,
     verbose: int,
 ) -> None:
@@ -286,25 +295,35 @@ def verify(
     it: counts, an order-sensitive digest of key, value, headers and timestamp, and the
     first differences by place. At-least-once duplicates are reported, not counted as
     differences. Exit 0 when everything matches, 1 otherwise. Never writes to either
-    cluster. See docs/operations.md.
+    cluster. On a terminal (without --json) a live line shows the progress. See
+    docs/operations.md.
     """
     from k2k.admin.offsets import parse_timestamp
     from k2k.config import load_pipeline
     from k2k.errors import VerifyMismatch
+    from k2k.observability.display import ProgressLine
     from k2k.verify import run_verify
+    from k2k.verify.job import DEFAULT_SLICE_RECORDS
 
     _setup_logging(verbose, quiet=logging.INFO)
     from_ms = (
         None if from_timestamp is None else parse_timestamp(from_timestamp, "--from-timestamp")
     )
     cfg = load_pipeline(list(files))
-    report = run_verify(
-        cfg,
-        list(topics),
-        whole_topics=whole_topics,
-        from_timestamp_ms=from_ms,
-        sample=sample,
-    )
+    line = ProgressLine(f"verify {cfg.name}") if sys.stderr.isatty() and not as_json else None
+    try:
+        report = run_verify(
+            cfg,
+            list(topics),
+            whole_topics=whole_topics,
+            from_timestamp_ms=from_ms,
+            sample=sample,
+            slice_records=DEFAULT_SLICE_RECORDS if slice_records is None else slice_records,
+            progress=None if line is None else lambda p: line.show(*p.snapshot()),
+        )
+    finally:
+        if line is not None:
+            line.close()
     click.echo(json.dumps(report.to_json(), indent=2) if as_json else report.render())
     if not report.ok:
         raise VerifyMismatch(report.summary())

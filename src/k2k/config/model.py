@@ -786,7 +786,8 @@ class Spark(K2KModel):
         None,
         min_length=1,
         description="Address executors connect to for the lease channel (the driver's small "
-        "TCP service that tells runners to end a lease). Null: `127.0.0.1` for a local master, "
+        "TCP service that tells runners to end a lease; `k2k verify`'s tasks report their "
+        "progress over it). Null: `127.0.0.1` for a local master, "
         "else `spark.driver.host`. With a non-local master the channel listens on every "
         "interface.",
     )

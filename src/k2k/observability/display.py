@@ -28,6 +28,7 @@ from k2k.observability.units import duration_text
 __all__ = [
     "LiveDisplay",
     "LogDisplay",
+    "ProgressLine",
     "final_summary",
     "make_display",
     "progress_text",
@@ -172,6 +173,28 @@ class LogDisplay:
 
     def close(self) -> None:
         pass
+
+
+class ProgressLine:
+    """One live line on the terminal for a job of known size (``k2k verify``): records done
+    of the total, parts (partitions) done, throughput over the last seconds and the time
+    left at that rate. Transient: it goes once the job ends, the report follows."""
+
+    def __init__(self, what: str, console: Console | None = None) -> None:
+        self.what = what
+        self.rate = _Rate()
+        self.live = Live(console=console or stderr_console(), refresh_per_second=4, transient=True)
+        self.live.start()
+
+    def show(self, done: int, total: int, parts_done: int, parts: int) -> None:
+        rate = self.rate.update(done)
+        self.live.update(
+            f"{self.what}: {done:,} records read; {progress_text(total, total - done, rate)}; "
+            f"{parts_done} of {parts} partitions done; {rate:,.0f} records/s"
+        )
+
+    def close(self) -> None:
+        self.live.stop()
 
 
 def make_display(pipeline: str, tty: bool) -> LiveDisplay | LogDisplay:

@@ -117,21 +117,30 @@ class StopSignal:
     def close(self) -> None:
         self._closed.set()
 
+    def send_now(self) -> None:
+        """Send the current frame at once, from the calling thread (a task's last one)."""
+        if self._address is not None and self._frames is not None:
+            self._send(self._frames())
+
     def _poll(self) -> None:
-        assert self._address is not None
-        host, port, token = self._address
         next_frame = time.monotonic() + _FRAME_INTERVAL_S
         while not self._closed.wait(_POLL_INTERVAL_S):
             frame = b""
             if self._frames is not None and time.monotonic() >= next_frame:
                 next_frame = time.monotonic() + _FRAME_INTERVAL_S
                 frame = self._frames()
-            try:
-                with socket.create_connection((host, port), timeout=2.0) as sock:
-                    sock.sendall(token.encode() + b"\n" + frame + b"\n")
-                    answer = sock.makefile("rb").readline(16)
-            except OSError:
-                continue  # a lost frame is made good by the next one (running totals)
-            if answer.startswith(b"stop"):
+            if self._send(frame):
                 self._event.set()
                 return
+
+    def _send(self, frame: bytes) -> bool:
+        """One request with ``frame``; whether the answer was ``stop``."""
+        assert self._address is not None
+        host, port, token = self._address
+        try:
+            with socket.create_connection((host, port), timeout=2.0) as sock:
+                sock.sendall(token.encode() + b"\n" + frame + b"\n")
+                answer = sock.makefile("rb").readline(16)
+        except OSError:
+            return False  # a lost frame is made good by the next one (running totals)
+        return answer.startswith(b"stop")

@@ -19,21 +19,38 @@ Invariants (checked by :func:`align` before it returns):
 2. every expected record of the compared range is counted exactly once: matched or part of
    a difference (missing, changed, reordered);
 3. with no differences, the two order-sensitive digests are equal.
+
+A lane may start after *context*: ``expected[:before]`` are source records a previous slice
+of the partition compares (see :mod:`k2k.verify.slicing`); they are never counted, only
+recognised when the target replays them.
+
+The digests are polynomial: a sequence of record hashes ``h0, h1, ...`` (64 bits each) has
+the digest ``sum(h_i * 2**(64*i)) mod (2**255 - 19)``, so the digest of a concatenation
+follows from the digests and lengths of its parts (:func:`combine`), whatever the slicing.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
-from collections.abc import Sequence
+import sys
+from array import array
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 __all__ = [
+    "CUT_MARGIN",
     "PREVIEW_BYTES",
     "Difference",
     "Fingerprint",
     "LaneResult",
     "align",
+    "combine",
+    "compact",
+    "content_hash",
+    "digest",
+    "equal_lane",
     "field_digest",
     "fingerprint",
     "headers_digest",
@@ -45,8 +62,14 @@ PREVIEW_BYTES = 24
 RESYNC_WINDOW = 200
 #: How many records after a candidate resync point must agree too.
 RESYNC_CONFIRM = 2
+#: Records on each side of a slice's cut that agree one for one (:mod:`k2k.verify.slicing`).
+CUT_MARGIN = 4
 
 Content = tuple[bytes, bytes, bytes, int]
+Headers = Sequence[tuple[str, bytes | None]]
+
+#: The modulus of the polynomial digests (a prime; 2 has a huge order modulo it).
+_P = 2**255 - 19
 
 _blake2b = hashlib.blake2b
 #: The digest of a null key or value (no blake2b digest is all zeros in practice).
@@ -85,21 +108,37 @@ def headers_digest(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
     return h.digest()
 
 
+def content_hash(key: bytes | None, value: bytes | None, headers: Headers, timestamp: int) -> int:
+    """A 64-bit (signed) hash of a record's key, value, headers and timestamp: Python's own tuple
+    hash (SipHash for the payloads, computed in C), so equal within one Python version and
+    ``PYTHONHASHSEED`` (Spark gives its Python workers ``0``); what the digests sum up.
+
+    >>> content_hash(b"k", None, [], 1) == content_hash(b"k", b"", [], 1)
+    False
+    """
+    return hash((key, value, tuple(headers) if headers else (), timestamp))
+
+
 class Fingerprint(NamedTuple):
     """One record as the comparison sees it: small, picklable, payloads only as previews.
 
     ``source_offset`` is the record's own offset on the source side; on the target side the
-    source offset from the tracing header, or None without one."""
+    source offset from the tracing header, or None without one. A *compact* fingerprint
+    (:func:`compact`) has the record's hash as its content and no previews: enough to prove
+    two lanes equal, not to describe how they differ."""
 
     partition: int
     offset: int
     source_offset: int | None
-    #: Digests of key, value and headers (8 bytes each) and the timestamp.
-    content: Content
+    #: Digests of key, value and headers (8 bytes each) and the timestamp, or (compact) the
+    #: content hash.
+    content: Content | int
     key_preview: bytes | None
     value_preview: bytes | None
+    #: :func:`content_hash` of the record: what the digests are made of.
+    h: int = 0
 
-    def identity(self, by_offset: bool) -> tuple[Any, ...]:
+    def identity(self, by_offset: bool) -> Any:
         return (self.source_offset, self.content) if by_offset else self.content
 
 
@@ -109,10 +148,16 @@ def fingerprint(
     source_offset: int | None,
     key: bytes | None,
     value: bytes | None,
-    headers: Sequence[tuple[str, bytes | None]],
+    headers: Headers,
     timestamp: int,
+    *,
+    full: bool = True,
 ) -> Fingerprint:
-    """The fingerprint of one record (``timestamp`` 0 when timestamps are not compared)."""
+    """The fingerprint of one record (``timestamp`` 0 when timestamps are not compared);
+    with ``full`` false the compact one, whose content is its :func:`content_hash`."""
+    h = hash((key, value, tuple(headers) if headers else (), timestamp))
+    if not full:
+        return Fingerprint(partition, offset, source_offset, h, None, None, h)
     return Fingerprint(
         partition,
         offset,
@@ -120,7 +165,30 @@ def fingerprint(
         (field_digest(key), field_digest(value), headers_digest(headers), timestamp),
         None if key is None else key[:PREVIEW_BYTES],
         None if value is None else value[:PREVIEW_BYTES],
+        h,
     )
+
+
+#: :func:`fingerprint` with ``full=False``: enough to prove two lanes equal, not to say how
+#: they differ.
+compact = functools.partial(fingerprint, full=False)
+
+
+def digest(hashes: Iterable[int]) -> int:
+    """The polynomial digest of a sequence of 64-bit record hashes (see the module doc).
+
+    >>> digest([1, 2]) == combine(digest([1]), 1, digest([2])) != digest([2, 1])
+    True
+    """
+    data = array("q", hashes)  # signed, read back as unsigned: h mod 2**64
+    if sys.byteorder == "big":
+        data.byteswap()
+    return int.from_bytes(data.tobytes(), "little") % _P
+
+
+def combine(first: int, first_length: int, then: int) -> int:
+    """The digest of a concatenation: ``first`` (of ``first_length`` records), then ``then``."""
+    return (first + then * pow(2, 64 * first_length, _P)) % _P
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,8 +235,18 @@ class LaneResult:
     #: Set when a difference reached further than the resync window: the rest of the lane
     #: was not aligned (counted as one difference from that point on).
     gave_up: bool = False
-    source_digest: bytes = b""
-    target_digest: bytes = b""
+    source_digest: int = 0
+    target_digest: int = 0
+    #: How many target records the target digest covers (matched or differing).
+    target_digested: int = 0
+    #: A lane with context (``before``): a difference that looks like the tail of an
+    #: at-least-once replay reaching back past the context, which only the whole partition
+    #: can tell (see :mod:`k2k.verify.slicing`).
+    doubt: bool = False
+    #: How many records the walk matched one for one at the end of the lane (a slice that
+    #: ends at a cut must end with :data:`CUT_MARGIN` of them, or its cut was no place
+    #: where the two sides were in step).
+    tail_matched: int = 0
 
 
 def preview(fp: Fingerprint) -> dict[str, str]:
@@ -185,6 +263,8 @@ def preview(fp: Fingerprint) -> dict[str, str]:
 def changed_fields(a: Fingerprint, b: Fingerprint) -> tuple[str, ...]:
     """Which of key, value, headers, timestamp differ between two fingerprints."""
     names = ("key", "value", "headers", "timestamp")
+    if not isinstance(a.content, tuple) or not isinstance(b.content, tuple):
+        return ()  # compact fingerprints: the fields are not known
     return tuple(n for n, x, y in zip(names, a.content, b.content, strict=True) if x != y)
 
 
@@ -194,13 +274,15 @@ def align(
     compared: int,
     *,
     by_offset: bool = False,
+    before: int = 0,
 ) -> LaneResult:
     """Align ``actual`` (target order) with ``expected`` (source order).
 
-    ``expected[:compared]`` is the range being verified; records after it were not yet
-    committed: target records matching them count as ``ahead``, and their absence is no
-    difference. ``by_offset``: target fingerprints carry the source offset, which then has
-    to match too.
+    ``expected[before:compared]`` is the range being verified; ``expected[:before]`` is
+    context (compared by the slice before; target records repeating it are replays);
+    records after ``compared`` were not yet committed: target records matching them count
+    as ``ahead``, and their absence is no difference. ``by_offset``: target fingerprints
+    carry the source offset, which then has to match too.
 
     >>> fp = lambda o, v: fingerprint(0, o, None, b"k", v, [], 0)
     >>> src = [fp(i, b"v%d" % i) for i in range(6)]
@@ -212,20 +294,48 @@ def align(
     >>> r = align(src, swapped, 6)
     >>> [(d.kind, d.source_offsets, d.target_offsets) for d in r.differences]
     [('reordered', (1, 2), (1, 2))]
+    >>> r = align(src, dst[4:], 6, before=2)  # the slice from source offset 2 on
+    >>> r.matched, r.duplicates, r.expected
+    (4, 0, 4)
     """
-    walk = _Walk(expected, actual, compared, by_offset)
-    walk.run()
-    r = walk.result
-    _check_invariants(r, compared, len(actual))
+    r = equal_lane(expected, actual, compared, by_offset, before)
+    if r is None:
+        walk = _Walk(expected, actual, compared, by_offset, before)
+        walk.run()
+        r = walk.result
+    _check_invariants(r, compared - before, len(actual))
     return r
 
 
-def _digest_of(records: Sequence[Fingerprint]) -> bytes:
-    h = hashlib.blake2b(digest_size=16)
-    for f in records:
-        key, value, headers, ts = f.content
-        h.update(key + value + headers + ts.to_bytes(8, "big", signed=True))
-    return h.digest()
+def equal_lane(
+    E: Sequence[Fingerprint], A: Sequence[Fingerprint], compared: int, by_offset: bool, before: int
+) -> LaneResult | None:
+    """The result of :func:`align` when ``A`` is exactly ``E[before:]`` up to some point at
+    or after ``compared`` (nothing differs, no replays), else None. Compares identities
+    only, so it also works on compact fingerprints: the fast path of every lane."""
+    n = len(A)
+    if n < compared - before or before + n > len(E):
+        return None
+    if by_offset:
+        same = all(
+            a.source_offset == e.source_offset and a.content == e.content
+            for a, e in zip(A, E[before:], strict=False)
+        )
+    else:
+        same = [a.content for a in A] == [e.content for e in E[before : before + n]]
+    if not same:
+        return None
+    matched = compared - before
+    return LaneResult(
+        matched=matched,
+        ahead=n - matched,
+        expected=matched,
+        actual=n,
+        source_digest=digest(f.h for f in E[before:compared]),
+        target_digest=digest(f.h for f in A[:matched]),
+        target_digested=matched,
+        tail_matched=n,
+    )
 
 
 class _Walk:
@@ -237,20 +347,24 @@ class _Walk:
         actual: Sequence[Fingerprint],
         compared: int,
         by_offset: bool,
+        before: int,
     ) -> None:
-        self.E, self.A, self.compared = expected, actual, compared
+        self.E, self.A, self.compared, self.before = expected, actual, compared, before
         self.ids_e = [f.identity(by_offset) for f in expected]
         self.ids_a = [f.identity(by_offset) for f in actual]
-        self.where: dict[tuple[Any, ...], list[int]] = {}
+        self.where: dict[Any, list[int]] = {}
         for k, ident in enumerate(self.ids_e):
             self.where.setdefault(ident, []).append(k)
-        self.result = LaneResult(expected=compared, actual=len(actual))
+        self.result = LaneResult(expected=compared - before, actual=len(actual))
         #: The target records the target digest covers: matched or differing, in order.
         self.taken: list[Fingerprint] = []
 
     def run(self) -> None:
         r, E, A, compared = self.result, self.E, self.A, self.compared
-        i = j = 0
+        i, j = self.before, 0
+        #: Where the last difference ended in ``A`` (a replay right after it: see doubt).
+        differed_to = -1
+        streak = 0
         while j < len(A):
             if i < len(E) and self.ids_a[j] == self.ids_e[i]:
                 if i < compared:
@@ -259,18 +373,30 @@ class _Walk:
                 else:
                     r.ahead += 1
                 i, j = i + 1, j + 1
+                streak += 1
                 continue
+            streak = 0
             run = _replay_run(self.ids_e, self.ids_a, self.where, i, j)
             if run:
                 r.duplicates += run
+                if j == differed_to and self.before:
+                    r.doubt = True  # a replay right after a difference: cut short?
                 j += run
                 continue
             di, dj = self._differ(i, j)
+            if self.before and not di and dj and i and self.ids_a[j + dj - 1] == self.ids_e[i - 1]:
+                r.doubt = True  # extra records ending where the target had got: a replay?
             i, j = i + di, j + dj
+            differed_to = j
         if i < compared:
             r.differences.append(_diff(E[i:compared], (), "missing"))
-        r.source_digest = _digest_of(E[:compared])
-        r.target_digest = _digest_of(self.taken)
+            streak = 0
+        r.tail_matched = streak
+        if self.before and r.gave_up:
+            r.doubt = True
+        r.source_digest = digest(f.h for f in E[self.before : compared])
+        r.target_digest = digest(f.h for f in self.taken)
+        r.target_digested = len(self.taken)
 
     def _differ(self, i: int, j: int) -> tuple[int, int]:
         """At a disagreement: record what differs up to the next point where both sides
@@ -385,7 +511,8 @@ def _region(
 
 
 def _check_invariants(r: LaneResult, compared: int, actual: int) -> None:
-    """Invariant 1 is counted per record; 3 follows from the digests when nothing differs."""
+    """Invariant 1 is counted per record; 3 follows from the digests when nothing differs
+    (``compared``: the records of the range, context left out)."""
     if not r.differences and not r.gave_up:
         assert r.matched + r.duplicates + r.ahead == actual, (r, actual)
         assert r.matched == compared, (r, compared)

@@ -1,18 +1,28 @@
-"""``k2k verify``: plan one task per selected source partition, run them as one Spark job,
-and report.
+"""``k2k verify``: plan one task per selected source partition (or per slice of a large
+one), run them as one Spark job, and report.
 
 Runs on: driver, once per ``k2k verify``. The driver reads the pipeline's committed
 progress and the offsets of both clusters (nothing is written), builds one
-:class:`~k2k.verify.task.PartitionTask` per selected source partition, and runs
+:class:`~k2k.verify.task.PartitionTask` per selected source partition, cuts the large ones
+into slices (:mod:`k2k.verify.slicing`), and runs
 ``sc.parallelize(tasks, len(tasks)).map(verify_partition)``; each task returns a small
-:class:`~k2k.verify.task.PartitionResult`, and the driver alone decides the outcome.
+:class:`~k2k.verify.task.PartitionResult`, and the driver alone decides the outcome: slices
+that doubt are verified again merged with the slice before them (another job), then each
+partition's slices are merged into one result.
+
+While the job runs, tasks send the records they have read over the lease channel
+(:mod:`k2k.pipeline.channel`), so the driver can show progress (:class:`VerifyProgress`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import logging
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -23,17 +33,21 @@ from k2k.kafka.peek import reader_settings
 from k2k.pipeline.spark import spark_context_running, spark_error_line, start_spark
 from k2k.stages.topicplan import tracing_headers
 from k2k.verify.align import Difference
+from k2k.verify.slicing import merge_doubtful, merge_results, slice_tasks
 from k2k.verify.task import PartitionResult, PartitionTask, verify_partition
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["VerifyReport", "plan_tasks", "run_verify"]
+__all__ = ["DEFAULT_SLICE_RECORDS", "VerifyProgress", "VerifyReport", "plan_tasks", "run_verify"]
 
 log = logging.getLogger("k2k.verify")
 
-#: How often the driver logs how many partitions are done.
-PROGRESS_INTERVAL_S = 5.0
+#: How often the driver shows progress (and logs it at DEBUG).
+PROGRESS_INTERVAL_S = 0.5
+#: A partition whose compared range spans more offsets than this is verified in slices of
+#: about this size (``k2k verify --slice-records``; 0 never slices).
+DEFAULT_SLICE_RECORDS = 1_000_000
 
 
 def plan_tasks(
@@ -342,11 +356,58 @@ def run_verify(
     whole_topics: bool = False,
     from_timestamp_ms: int | None = None,
     sample: int | None = None,
+    slice_records: int = DEFAULT_SLICE_RECORDS,
     spark: SparkSession | None = None,
+    progress: Callable[[VerifyProgress], None] | None = None,
 ) -> VerifyReport:
-    """Runs on: driver. Plan (see :func:`plan_tasks` for the range options), run the Spark
-    job (on ``spark``, or a session of its own from ``spark.master``/``spark.conf``, stopped
-    at the end unless it joined one the process ran already) and collect the report."""
+    """Runs on: driver. Plan (see :func:`plan_tasks` for the range options), slice
+    partitions of more than ``slice_records`` offsets, run the Spark job (on ``spark``, or
+    a session of its own from ``spark.master``/``spark.conf``, stopped at the end unless it
+    joined one the process ran already) and collect the report. ``progress`` is called
+    about twice a second while tasks run. A session of its own starts while the driver
+    plans (both take seconds)."""
+    own = spark is None and not spark_context_running()  # else the embedding program's
+    with ThreadPoolExecutor(1, thread_name_prefix="k2k-verify-spark") as pool:
+        starting = (
+            pool.submit(
+                start_spark, f"k2k-verify:{cfg.name}", cfg.spark.master, dict(cfg.spark.conf)
+            )
+            if spark is None
+            else None
+        )
+        try:
+            tasks = _plan_slices(
+                cfg, topics, whole_topics, from_timestamp_ms, sample, slice_records
+            )
+            session = starting.result() if starting is not None else spark
+            assert session is not None
+        except BaseException:
+            if own and starting is not None and starting.exception() is None:
+                starting.result().stop()
+            raise
+    if not tasks:
+        if own:
+            session.stop()
+        return VerifyReport(cfg.name, [])
+    try:
+        results = _run_until_sure(session, cfg, tasks, progress)
+    finally:
+        if own:
+            session.stop()
+    results.sort(key=lambda r: (r.topic, r.partition))
+    by_key = cfg.replication.sink.partition != "source" and not _traces_source(cfg)
+    return VerifyReport(cfg.name, results, _unexplained(results) if by_key else [])
+
+
+def _plan_slices(
+    cfg: PipelineConfig,
+    topics: Sequence[str],
+    whole_topics: bool,
+    from_timestamp_ms: int | None,
+    sample: int | None,
+    slice_records: int,
+) -> list[PartitionTask]:
+    """Runs on: driver. :func:`plan_tasks`, then the large partitions sliced."""
     tasks = plan_tasks(
         cfg,
         topics,
@@ -355,18 +416,105 @@ def run_verify(
         sample=sample,
     )
     if not tasks:
-        return VerifyReport(cfg.name, [])
-    log.info("verifying %d partition(s) of %d topic(s)", len(tasks), len({t.topic for t in tasks}))
-    own = spark is None and not spark_context_running()  # else the embedding program's
-    session = spark or start_spark(f"k2k-verify:{cfg.name}", cfg.spark.master, dict(cfg.spark.conf))
+        return []
+    partitions = len(tasks)
+    tasks = slice_tasks(tasks, slice_records)
+    log.info(
+        "verifying %d partition(s) of %d topic(s) in %d task(s)",
+        partitions,
+        len({t.topic for t in tasks}),
+        len(tasks),
+    )
+    return tasks
+
+
+def _run_until_sure(
+    spark: SparkSession,
+    cfg: PipelineConfig,
+    tasks: list[PartitionTask],
+    progress: Callable[[VerifyProgress], None] | None,
+) -> list[PartitionResult]:
+    """Runs on: driver. The job, then again for the slices that doubted (merged with the
+    slice before each, see :func:`~k2k.verify.slicing.merge_doubtful`) until none does;
+    one merged result per partition."""
+    from k2k.pipeline.lease import open_channel
+
+    watch = VerifyProgress(tasks)
+    control = open_channel(spark.sparkContext, cfg.spark.control_host, cfg.spark.control_port)
+    control.on_frame = watch.frame
     try:
-        results = _run_job(session, tasks)
+        results: list[PartitionResult | None] = [None] * len(tasks)
+        while True:
+            todo = [i for i, r in enumerate(results) if r is None]
+            shipped = [
+                dataclasses.replace(tasks[i], progress=control.address, task_id=watch.add(tasks[i]))
+                for i in todo
+            ]
+            for i, r in zip(todo, _run_job(spark, shipped, watch, progress), strict=True):
+                results[i] = r
+            done = [r for r in results if r is not None]
+            tasks, results = merge_doubtful(tasks, done)
+            if all(r is not None for r in results):
+                break
+            log.info("verifying %d slice(s) again with the slice before each", results.count(None))
     finally:
-        if own:
-            session.stop()
-    results.sort(key=lambda r: (r.topic, r.partition))
-    by_key = cfg.replication.sink.partition != "source" and not _traces_source(cfg)
-    return VerifyReport(cfg.name, results, _unexplained(results) if by_key else [])
+        control.close()
+    merged = []
+    for _, parts in itertools.groupby(
+        (r for r in results if r is not None), key=lambda r: (r.topic, r.partition)
+    ):
+        merged.append(merge_results(list(parts)))
+    return merged
+
+
+class VerifyProgress:
+    """Runs on: driver. What the tasks of a verify job have read so far, from their frames
+    (``verify <task id> <source records read> <done>``): source records read of the
+    source records to read (offsets, context included), and partitions done."""
+
+    def __init__(self, tasks: Sequence[PartitionTask]) -> None:
+        self.started = time.monotonic()
+        self._lock = threading.Lock()
+        self._size: dict[int, int] = {}
+        self._partition: dict[int, tuple[str, int]] = {}
+        self._read: dict[int, int] = {}
+        self._done: set[int] = set()
+        self.partitions = len({(t.topic, t.partition) for t in tasks})
+
+    def add(self, task: PartitionTask) -> int:
+        """A task about to run: its id in the frames."""
+        with self._lock:
+            task_id = len(self._size)
+            first = task.start if task.context_from is None else task.context_from
+            self._size[task_id] = max(0, task.end - first)
+            self._partition[task_id] = (task.topic, task.partition)
+            return task_id
+
+    def frame(self, data: bytes) -> None:
+        """One task's frame (called from the channel's server threads)."""
+        parts = data.split()
+        if len(parts) != 4 or parts[0] != b"verify":
+            return
+        try:
+            task_id, read, done = int(parts[1]), int(parts[2]), int(parts[3])
+        except ValueError:
+            return
+        with self._lock:
+            if task_id in self._size:
+                self._read[task_id] = max(read, self._read.get(task_id, 0))
+                if done:
+                    self._done.add(task_id)
+
+    def snapshot(self) -> tuple[int, int, int, int]:
+        """(records read, records to read, partitions done, partitions)."""
+        with self._lock:
+            read = sum(
+                size if i in self._done else min(size, self._read.get(i, 0))
+                for i, size in self._size.items()
+            )
+            pending = {self._partition[i] for i in self._size if i not in self._done}
+            done = self.partitions - len(pending)
+            return read, sum(self._size.values()), done, self.partitions
 
 
 def _traces_source(cfg: PipelineConfig) -> bool:
@@ -388,9 +536,14 @@ def _unexplained(results: list[PartitionResult]) -> list[tuple[str, int, int]]:
     return [(t, p, n - taken[(t, p)]) for (t, p), n in sorted(read.items()) if n > taken[(t, p)]]
 
 
-def _run_job(spark: SparkSession, tasks: list[PartitionTask]) -> list[PartitionResult]:
-    """Runs on: driver. The job, watched from this thread: progress is logged every
-    :data:`PROGRESS_INTERVAL_S`."""
+def _run_job(
+    spark: SparkSession,
+    tasks: list[PartitionTask],
+    watch: VerifyProgress,
+    progress: Callable[[VerifyProgress], None] | None,
+) -> list[PartitionResult]:
+    """Runs on: driver. One job over ``tasks`` (results in their order), watched from this
+    thread: ``progress`` is called every :data:`PROGRESS_INTERVAL_S` while it runs."""
     sc = spark.sparkContext
     out: list[PartitionResult] = []
     failure: list[Exception] = []
@@ -405,17 +558,21 @@ def _run_job(spark: SparkSession, tasks: list[PartitionTask]) -> list[PartitionR
 
     thread = threading.Thread(target=job, name=group, daemon=True)
     thread.start()
-    tracker = sc.statusTracker()
+    next_log = time.monotonic()
     while thread.is_alive():
         thread.join(PROGRESS_INTERVAL_S)
-        if thread.is_alive():
-            done = 0
-            for job_id in tracker.getJobIdsForGroup(group):
-                info = tracker.getJobInfo(job_id)
-                for stage in info.stageIds if info else ():
-                    s = tracker.getStageInfo(stage)
-                    done += s.numCompletedTasks if s else 0
-            log.info("verify: %d of %d partitions done", done, len(tasks))
+        if progress is not None:
+            progress(watch)
+        if time.monotonic() >= next_log:
+            next_log += 5.0
+            read, total, done, partitions = watch.snapshot()
+            log.debug(
+                "verify: %d of %d records read, %d of %d partitions done",
+                read,
+                total,
+                done,
+                partitions,
+            )
     if failure:
         raise K2KError(f"a verify task failed: {spark_error_line(failure[0])}")
     return out

@@ -1,9 +1,16 @@
-"""The verify task: one source partition and the target records routed from it, compared.
+"""The verify task: one source partition (or one slice of it) and the target records
+routed from it, compared.
 
-Runs on: executor, once per selected source partition (one Spark task each). Each task
-reads its source partition and the target partition(s) its records were routed to with
-consumers of its own: ``read_committed``, *assigned* (no group membership), never
+Runs on: executor, once per selected source partition or slice (one Spark task each).
+Each task reads its source range and the target partition(s) its records were routed to
+with consumers of its own: ``read_committed``, *assigned* (no group membership), never
 committing, so verifying writes nothing to either cluster.
+
+Two passes, the second only when needed: first every record becomes a *compact*
+fingerprint (its offsets and one 64-bit content hash) and each lane is checked for plain
+equality (:func:`~k2k.verify.align.equal_lane`); a task whose lanes are all equal is done.
+Otherwise the task reads its ranges again with full fingerprints (field digests and
+payload previews) and aligns them, which names each difference and recognises replays.
 
 How target records are attributed to the task's source partition (see
 docs/operations.md#verifying-a-migration-k2k-verify for the limits):
@@ -20,7 +27,8 @@ docs/operations.md#verifying-a-migration-k2k-verify for the limits):
 from __future__ import annotations
 
 import bisect
-import hashlib
+import itertools
+import operator
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -32,12 +40,25 @@ from k2k.errors import ClusterError
 from k2k.kafka.factory import build_consumer
 from k2k.kafka.murmur2 import murmur2_partition
 from k2k.stages.headers import TracingHeaders
-from k2k.verify.align import Difference, Fingerprint, LaneResult, align, fingerprint
+from k2k.verify.align import (
+    CUT_MARGIN,
+    Difference,
+    Fingerprint,
+    LaneResult,
+    align,
+    combine,
+    compact,
+    digest,
+    equal_lane,
+    fingerprint,
+)
 
 __all__ = [
     "MAX_REPORTED",
     "PartitionResult",
     "PartitionTask",
+    "digest_text",
+    "read_batches",
     "verify_partition",
 ]
 
@@ -47,6 +68,21 @@ MAX_REPORTED = 10
 TRIM_PROBE = 8
 #: Records per ``consume`` call.
 _BATCH = 5_000
+_error = Message.error
+
+_key, _value, _headers, _timestamp = Message.key, Message.value, Message.headers, Message.timestamp
+_ts = operator.itemgetter(1)
+
+
+def _hashes(batch: list[Message], keep_headers: bool, keep_timestamp: bool) -> Iterator[int]:
+    """The content hashes (:func:`~k2k.verify.align.content_hash`) of a batch of records,
+    computed without a Python loop over them (the lean pass's hot path)."""
+    n = len(batch)
+    headers: Any = itertools.repeat((), n)
+    if keep_headers:
+        headers = [tuple(h) if h else () for h in map(_headers, batch)]
+    stamps = map(_ts, map(_timestamp, batch)) if keep_timestamp else itertools.repeat(0, n)
+    return map(hash, zip(map(_key, batch), map(_value, batch), headers, stamps, strict=False))
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +116,16 @@ class PartitionTask:
     source_consumer: dict[str, str] = field(repr=False)
     target_consumer: dict[str, str] = field(repr=False)
     timeout_s: float = 30.0
+    #: A slice after the first (:mod:`k2k.verify.slicing`): source records from here to
+    #: ``start`` are read as context (the slice before compares them), so that target
+    #: records replaying them are recognised; ``start`` without context.
+    context_from: int | None = None
+    #: (this slice's number, the partition's slice count); (0, 1) for a whole partition.
+    slice: tuple[int, int] = (0, 1)
+    #: (host, port, token) of the driver's progress channel, None for no progress frames;
+    #: ``task_id`` names this task in them.
+    progress: tuple[str, int, str] | None = None
+    task_id: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +153,15 @@ class PartitionResult:
     target_counts: dict[int, tuple[int, int]] = field(default_factory=dict)
     #: Target records of source records before a partial range, left out.
     before: int = 0
+    #: How many target records the target digest covers (to combine slices' digests).
+    target_digested: int = 0
+    #: How many slices (tasks) the partition was verified in.
+    slices: int = 1
+    #: A slice whose lane may hold a replay reaching back before its context: the driver
+    #: verifies it again together with the slice before (see :mod:`k2k.verify.slicing`).
+    doubt: bool = False
+    #: A slice whose walk was not in step at its end cut: verified again with the next.
+    doubt_end: bool = False
 
     @property
     def ok(self) -> bool:
@@ -119,6 +174,7 @@ class PartitionResult:
             "targetTopic": self.target_topic,
             "sourceRange": [self.start, self.until],
             "sourceEnd": self.end,
+            "slices": self.slices,
             "sourceRecords": self.source_records,
             "targetRecords": self.target_records,
             "matched": self.matched,
@@ -134,7 +190,7 @@ class PartitionResult:
         }
 
 
-def read_range(
+def read_batches(
     conf: Mapping[str, str],
     cluster: str,
     topic: str,
@@ -142,18 +198,21 @@ def read_range(
     start: int,
     end: int,
     timeout_s: float,
-) -> Iterator[Message]:
+) -> Iterator[list[Message]]:
     """Runs on: executor. The committed records of ``topic[partition]`` in [start, end), in
-    order. Raises :class:`~k2k.errors.ClusterError` when the partition cannot be read or
-    nothing arrives for ``timeout_s``."""
+    order, a consumed batch (never empty) at a time. Raises :class:`~k2k.errors.ClusterError`
+    when the partition cannot be read or nothing arrives for ``timeout_s``."""
     if start >= end:
         return
     consumer = build_consumer(conf)
     try:
         consumer.assign([TopicPartition(topic, partition, start)])
         last_seen = time.monotonic()
+        position = start
         while True:
-            msgs = consumer.consume(_BATCH, 0.5)
+            # What remains, at most: consume() waits its whole timeout unless that many
+            # records come, and transaction markers take offsets no record is delivered at.
+            msgs = consumer.consume(max(1, min(_BATCH, end - position)), 0.1)
             if not msgs:
                 if time.monotonic() - last_seen > timeout_s:
                     raise ClusterError(
@@ -162,22 +221,37 @@ def read_range(
                     )
                 continue
             last_seen = time.monotonic()
-            for m in msgs:
-                err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        return
-                    raise ClusterError(
-                        f"{cluster} {topic}[{partition}]: reading failed: {err.str()} (verify)"
-                    )
-                offset = m.offset() or 0
-                if offset >= end:
-                    return
-                yield m
-                if offset >= end - 1:
-                    return
+            last = msgs[-1]
+            position = (last.offset() or position) + 1
+            if (last.offset() or 0) < end - 1 and not any(map(_error, msgs)):
+                yield msgs  # the common case: a whole batch of records inside the range
+                continue
+            out, ended = _records_before(msgs, end, f"{cluster} {topic}[{partition}]")
+            if out:
+                yield out
+            if ended:
+                return
     finally:
         consumer.close()
+
+
+def _records_before(msgs: list[Message], end: int, where: str) -> tuple[list[Message], bool]:
+    """The records of ``msgs`` before offset ``end``, and whether the read is over (the end
+    reached, or the partition's end). Raises :class:`~k2k.errors.ClusterError` on an error."""
+    out: list[Message] = []
+    for m in msgs:
+        err = m.error()
+        if err is not None:
+            if err.code() == KafkaError._PARTITION_EOF:
+                return out, True
+            raise ClusterError(f"{where}: reading failed: {err.str()} (verify)")
+        offset = m.offset() or 0
+        if offset >= end:
+            return out, True
+        out.append(m)
+        if offset >= end - 1:
+            return out, True
+    return out, False
 
 
 class _Tracing:
@@ -224,13 +298,116 @@ class _Tracing:
 
 
 def verify_partition(task: PartitionTask) -> PartitionResult:
-    """Runs on: executor, once per task. Reads both sides and aligns them; returns a
-    :class:`PartitionResult` (its differences cut to :data:`MAX_REPORTED`)."""
+    """Runs on: executor, once per task. Reads both sides and compares them (compact
+    fingerprints first, full ones only when a lane is not plainly equal, see the module
+    doc); returns a :class:`PartitionResult` (its differences cut to :data:`MAX_REPORTED`).
+    With ``task.progress`` it reports the records it has read to the driver as it goes."""
+    from k2k.pipeline.channel import StopSignal
+
+    meter = _Meter(task.task_id)
+    signal = StopSignal(task.progress, meter.frame) if task.progress else None
+    try:
+        plain = not (task.hash_partitions or task.mapped_runs or task.partial or task.tracing)
+        result = _verify_plain(task, meter) if plain else _verify(task, compact, meter)
+        if result is None:
+            meter.again()
+            result = _verify(task, fingerprint, meter)
+        assert result is not None
+        meter.done = True
+        return result
+    finally:
+        if signal is not None:
+            signal.close()
+            signal.send_now()
+
+
+class _Meter:
+    """Counts the source records a task has read, for the driver's progress line (a second
+    pass is not counted again); ``done`` once the task has its result."""
+
+    def __init__(self, task_id: int) -> None:
+        self.task_id = task_id
+        self.read = 0
+        self.counting = True
+        self.done = False
+
+    def add(self, n: int) -> None:
+        if self.counting:
+            self.read += n
+
+    def again(self) -> None:
+        self.counting = False
+
+    def frame(self) -> bytes:
+        return b"verify %d %d %d" % (self.task_id, self.read, self.done)
+
+
+Make = Any  # compact or fingerprint: (partition, offset, source offset, key, value, headers, ts)
+
+
+def _verify_plain(task: PartitionTask, meter: _Meter) -> PartitionResult | None:
+    """The compact pass for the common case, kept lean: ``partition: source``, no tracing
+    headers, no offset mappings, a range from the earliest offset (or a slice). One lane:
+    source partition p -> target partition p; only content hashes are kept, and the lane
+    is equal when the target's hashes are the source's from the context on. None when not."""
+    hashes: list[int] = []
+    keep_headers, keep_timestamp = task.keep_headers, task.keep_timestamp
+    first = task.start if task.context_from is None else task.context_from
+    tp = task.partition
+    context = compared = 0  # records before start, before until
+    for batch in read_batches(
+        task.source_consumer, "source", task.topic, task.partition, first, task.end, task.timeout_s
+    ):
+        hashes.extend(_hashes(batch, keep_headers, keep_timestamp))
+        low, high = batch[0].offset() or 0, batch[-1].offset() or 0
+        if high < task.start:
+            context += len(batch)
+        elif low >= task.start and high < task.until:
+            pass
+        else:
+            context += sum(1 for m in batch if (m.offset() or 0) < task.start)
+        if high < task.until:
+            compared += len(batch)
+        else:
+            compared += sum(1 for m in batch if (m.offset() or 0) < task.until)
+        meter.add(len(batch))
+    lane: list[int] = []
+    seen = 0
+    if tp in task.target_ranges and tp in task.claims_unattributed:
+        t_first, t_end = task.target_ranges[tp]
+        for batch in read_batches(
+            task.target_consumer, "target", task.target_topic, tp, t_first, t_end, task.timeout_s
+        ):
+            seen += len(batch)
+            lane.extend(_hashes(batch, True, keep_timestamp))
+    n = len(lane)
+    own = compared - context
+    if n < own or lane != hashes[context : context + n]:
+        return None
+    same = digest(hashes[context:compared])  # lane[:own] is that very sequence of hashes
+    r = LaneResult(
+        matched=own,
+        ahead=n - own,
+        expected=own,
+        actual=n,
+        source_digest=same,
+        target_digest=same,
+        target_digested=own,
+        tail_matched=n,
+    )
+    counts = {tp: (seen, seen)} if tp in task.target_ranges else {}
+    return _result(task, [r], own, 0, counts, 0)
+
+
+def _verify(task: PartitionTask, make: Make, meter: _Meter) -> PartitionResult | None:
+    """One pass over the task's ranges with ``make`` fingerprints. With compact ones: None
+    as soon as a lane is not plainly equal."""
+    full = make is fingerprint
     # Step 1. The source records, in order, with their keys (for ``partition: hash``).
-    expected, keys = _read_source(task)
+    expected, keys = _read_source(task, make, meter)
     # Step 2. The target records attributed to this source partition, per target partition.
     tracing = _Tracing(task.tracing)
-    actual, null_keys, counts = _read_target(task, tracing, keys)
+    actual, null_keys, counts = _read_target(task, tracing, keys, make)
     by_offset = tracing.offset is not None or bool(task.mapped_runs)
     # Step 3. Align lane by lane.
     lanes, skipped = _lanes(task, expected, keys, actual, null_keys, by_offset)
@@ -241,11 +418,18 @@ def verify_partition(task: PartitionTask) -> PartitionResult:
         trimmed = [_trim_before(e, a, task.start, by_offset) for e, a in lanes]
         lanes = [(e, a) for (e, _), (a, _) in zip(lanes, trimmed, strict=True)]
         before = sum(n for _, n in trimmed)
-    results = [
-        align(e, a, sum(1 for f in e if f.offset < task.until), by_offset=by_offset)
-        for e, a in lanes
-    ]
-    compared = sum(1 for f in expected if f.offset < task.until)
+    results = []
+    for e, a in lanes:
+        compared = sum(1 for f in e if f.offset < task.until)
+        context = sum(1 for f in e if f.offset < task.start)
+        if full:
+            results.append(align(e, a, compared, by_offset=by_offset, before=context))
+            continue
+        r = equal_lane(e, a, compared, by_offset, context)
+        if r is None:
+            return None
+        results.append(r)
+    compared = sum(1 for f in expected if task.start <= f.offset < task.until)
     return _result(task, results, compared, skipped, counts, before)
 
 
@@ -266,7 +450,7 @@ def _infer_offsets(expected: list[Fingerprint], actual: list[Fingerprint]) -> li
     """With offset mappings, target records no run covers (written after the last one, or
     by someone else) get the source offset of the next source record of equal content after
     the one before them, or of the last such record before (a replay); none without one."""
-    by_content: dict[tuple[bytes, bytes, bytes, int], list[int]] = {}
+    by_content: dict[Any, list[int]] = {}
     for f in expected:
         by_content.setdefault(f.content, []).append(f.offset)
     out = []
@@ -302,30 +486,41 @@ def _trim_before(
     return actual, 0
 
 
-def _read_source(task: PartitionTask) -> tuple[list[Fingerprint], list[bytes | None]]:
-    """Runs on: executor. The source records of the task's range and their keys."""
+def _read_source(
+    task: PartitionTask, make: Make, meter: _Meter
+) -> tuple[list[Fingerprint], list[bytes | None]]:
+    """Runs on: executor. The source records of the task's range (context included) and
+    their keys (only with ``partition: hash``)."""
     expected: list[Fingerprint] = []
     keys: list[bytes | None] = []
-    for m in read_range(
-        task.source_consumer,
-        "source",
-        task.topic,
-        task.partition,
-        task.start,
-        task.end,
-        task.timeout_s,
+    keep_headers, keep_timestamp, p = task.keep_headers, task.keep_timestamp, task.partition
+    hashed = task.hash_partitions > 0
+    first = task.start if task.context_from is None else task.context_from
+    add = expected.append
+    for batch in read_batches(
+        task.source_consumer, "source", task.topic, p, first, task.end, task.timeout_s
     ):
-        headers: Any = list(m.headers() or []) if task.keep_headers else []
-        ts = m.timestamp()[1] if task.keep_timestamp else 0
-        key = m.key()
-        offset = m.offset() or 0
-        expected.append(fingerprint(task.partition, offset, offset, key, m.value(), headers, ts))
-        keys.append(key)
+        for m in batch:
+            offset = m.offset()
+            add(
+                make(
+                    p,
+                    offset,
+                    offset,
+                    m.key(),
+                    m.value(),
+                    (m.headers() or ()) if keep_headers else (),
+                    m.timestamp()[1] if keep_timestamp else 0,
+                )
+            )
+        if hashed:
+            keys.extend(m.key() for m in batch)
+        meter.add(len(batch))
     return expected, keys
 
 
 def _read_target(
-    task: PartitionTask, tracing: _Tracing, keys: list[bytes | None]
+    task: PartitionTask, tracing: _Tracing, keys: list[bytes | None], make: Make
 ) -> tuple[dict[int, list[Fingerprint]], list[Fingerprint], dict[int, tuple[int, int]]]:
     """Runs on: executor. The target records attributed to the task's source partition
     (see the module docstring), per target partition; with ``partition: hash`` the null-key
@@ -338,39 +533,41 @@ def _read_target(
     actual: dict[int, list[Fingerprint]] = {}
     null_keys: list[Fingerprint] = []
     counts: dict[int, tuple[int, int]] = {}
+    keep_timestamp = task.keep_timestamp
     for tp, (first, last) in sorted(task.target_ranges.items()):
         lane = actual.setdefault(tp, [])
         claims = tp in task.claims_unattributed
         runs = task.mapped_runs.get(tp, ())
         seen = taken = 0
-        for m in read_range(
+        for batch in read_batches(
             task.target_consumer, "target", task.target_topic, tp, first, last, task.timeout_s
         ):
-            seen += 1
-            headers: Any = list(m.headers() or [])
-            own, traced = tracing.split(headers)
-            key = m.key()
-            source_offset = tracing.source_offset(traced)
-            in_run, from_run = _mapped(runs, m.offset() or 0) if runs else (False, None)
-            if in_run:
-                if from_run is None:
-                    continue  # another source partition's run
-                source_offset = from_run
-            elif traced is not None and by_trace:
-                if not tracing.names_source(traced, task.topic, task.partition):
+            seen += len(batch)
+            for m in batch:
+                headers: Any = m.headers() or []
+                own, traced = tracing.split(headers)
+                key = m.key()
+                source_offset = tracing.source_offset(traced)
+                in_run, from_run = _mapped(runs, m.offset() or 0) if runs else (False, None)
+                if in_run:
+                    if from_run is None:
+                        continue  # another source partition's run
+                    source_offset = from_run
+                elif traced is not None and by_trace:
+                    if not tracing.names_source(traced, task.topic, task.partition):
+                        continue
+                elif by_key:
+                    if key is None:
+                        taken += claims
+                        continue
+                    if key not in own_keys:
+                        continue
+                elif not claims:
                     continue
-            elif by_key:
-                if key is None:
-                    taken += claims
-                    continue
-                if key not in own_keys:
-                    continue
-            elif not claims:
-                continue
-            taken += 1
-            ts = m.timestamp()[1] if task.keep_timestamp else 0
-            fp = fingerprint(tp, m.offset() or 0, source_offset, key, m.value(), own, ts)
-            (null_keys if hashed and key is None else lane).append(fp)
+                taken += 1
+                ts = m.timestamp()[1] if keep_timestamp else 0
+                fp = make(tp, m.offset() or 0, source_offset, key, m.value(), own, ts)
+                (null_keys if hashed and key is None else lane).append(fp)
         counts[tp] = (seen, taken)
     return actual, null_keys, counts
 
@@ -419,11 +616,10 @@ def _result(
             d.target_offsets[0] if d.target_offsets else 1 << 62,
         ),
     )
-    src = hashlib.blake2b(digest_size=16)
-    dst = hashlib.blake2b(digest_size=16)
-    for r in lanes:
-        src.update(r.source_digest)
-        dst.update(r.target_digest)
+    src = dst = src_n = dst_n = 0
+    for r in lanes:  # the digests of the lanes one after the other
+        src, src_n = combine(src, src_n, r.source_digest), src_n + r.expected
+        dst, dst_n = combine(dst, dst_n, r.target_digest), dst_n + r.target_digested
     return PartitionResult(
         topic=task.topic,
         partition=task.partition,
@@ -439,8 +635,18 @@ def _result(
         not_compared=not_compared,
         difference_count=len(diffs),
         differences=tuple(diffs[:MAX_REPORTED]),
-        source_digest=src.hexdigest(),
-        target_digest=dst.hexdigest(),
+        source_digest=digest_text(src),
+        target_digest=digest_text(dst),
         target_counts=counts,
         before=before,
+        target_digested=dst_n,
+        slices=task.slice[1],
+        doubt=any(r.doubt for r in lanes),
+        doubt_end=task.slice[0] < task.slice[1] - 1
+        and any(r.tail_matched < CUT_MARGIN and not r.gave_up for r in lanes),
     )
+
+
+def digest_text(value: int) -> str:
+    """A digest as shown: 64 hexadecimal digits."""
+    return f"{value:064x}"
