@@ -105,11 +105,13 @@ def test_progress_counts_what_the_tasks_read_and_the_partitions_done():
     other = dataclasses.replace(TASK, partition=1, until=1_000, end=1_000)
     watch = VerifyProgress([*slices, other])
     ids = [watch.add(t) for t in (*slices, other)]
-    assert watch.snapshot() == (0, 100_000 + 300_010 + LOOKBEHIND + 1_000, 0, 2)
+    # What each task reads: its source range with context, and its target range.
+    total = (100_000 + 100_003) + (300_010 + LOOKBEHIND + 300_017) + (1_000 + 400_020)
+    assert watch.snapshot() == (0, total, 0, 2)
 
     watch.frame(b"verify %d 5000 0" % ids[0])
-    watch.frame(b"verify %d 1000 1" % ids[2])  # done: counts as all it had to read
+    watch.frame(b"verify %d 1000 1" % ids[2])  # done: counts as all it had to read (401,020)
     watch.frame(b"verify 99 5 1")  # no such task
     watch.frame(b"garbage")
 
-    assert watch.snapshot() == (6_000, 100_000 + 300_010 + LOOKBEHIND + 1_000, 1, 2)
+    assert watch.snapshot() == (5_000 + 401_020, total, 1, 2)
