@@ -10,24 +10,18 @@ from k2k.verify.align import align, combine, digest, fingerprint
 from k2k.verify.job import VerifyProgress
 from k2k.verify.slicing import LOOKBEHIND, build_slices, check_cuts, merge_doubtful, merge_results
 from k2k.verify.task import PartitionResult, PartitionTask, _result
+from tests.unit.test_verify_align import PICKLED
 
-TASK = PartitionTask(
-    topic="orders",
+#: One partition of 400,000 offsets, ``partition: source``, no tracing headers or mappings.
+TASK = dataclasses.replace(
+    PICKLED,
     partition=0,
-    start=0,
     until=400_000,
     end=400_010,
-    partial=False,
-    target_topic="dr.orders",
     target_ranges={0: (0, 400_020)},
-    hash_partitions=0,
     claims_unattributed=(0,),
     tracing=None,
     mapped_runs={},
-    keep_headers=True,
-    keep_timestamp=True,
-    source_consumer={},
-    target_consumer={},
 )
 
 
