@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from k2k.stages.headers import TracingHeaders
 from k2k.verify.align import Fingerprint, LaneResult, align, fingerprint
+from k2k.verify.task import PartitionTask
 
 
 def rec(offset: int, value: bytes, *, ts: int = 0, source_offset: int | None = None) -> Fingerprint:
@@ -20,6 +22,27 @@ def target(values: list[bytes]) -> list[Fingerprint]:
 
 
 V = [b"v%d" % i for i in range(20)]
+
+
+#: A task as the driver ships it (partition 1 of "orders", tracing headers, mapping runs).
+PICKLED = PartitionTask(
+    topic="orders",
+    partition=1,
+    start=0,
+    until=10,
+    end=12,
+    partial=False,
+    target_topic="dr.orders",
+    target_ranges={1: (0, 12)},
+    hash_partitions=0,
+    claims_unattributed=(1,),
+    tracing=TracingHeaders("k2k_topic", "k2k_partition", "k2k_offset", None, "dr"),
+    mapped_runs={1: ((0, 5, 0), (5, 3, None))},
+    keep_headers=True,
+    keep_timestamp=True,
+    source_consumer={"bootstrap.servers": "s:9092", "sasl.password": "secret"},
+    target_consumer={"bootstrap.servers": "t:9092"},
+)
 
 
 def assert_invariants(r: LaneResult, compared: int, actual: int) -> None:
@@ -102,27 +125,9 @@ def test_what_travels_to_and_from_a_verify_task_pickles():
     """The driver ships a PartitionTask to each Spark task and gets a PartitionResult back."""
     import pickle
 
-    from k2k.stages.headers import TracingHeaders
-    from k2k.verify.task import PartitionResult, PartitionTask
+    from k2k.verify.task import PartitionResult
 
-    task = PartitionTask(
-        topic="orders",
-        partition=1,
-        start=0,
-        until=10,
-        end=12,
-        partial=False,
-        target_topic="dr.orders",
-        target_ranges={1: (0, 12)},
-        hash_partitions=0,
-        claims_unattributed=(1,),
-        tracing=TracingHeaders("k2k_topic", "k2k_partition", "k2k_offset", None, "dr"),
-        mapped_runs={1: ((0, 5, 0), (5, 3, None))},
-        keep_headers=True,
-        keep_timestamp=True,
-        source_consumer={"bootstrap.servers": "s:9092", "sasl.password": "secret"},
-        target_consumer={"bootstrap.servers": "t:9092"},
-    )
+    task = PICKLED
     r = align(SOURCE, target(V[:19]), 20)
     result = PartitionResult(
         "orders", 1, "dr.orders", 0, 10, 12, 20, 19, r.matched, 0, 0, 0,

@@ -10,24 +10,18 @@ from k2k.verify.align import align, combine, digest, fingerprint
 from k2k.verify.job import VerifyProgress
 from k2k.verify.slicing import LOOKBEHIND, build_slices, check_cuts, merge_doubtful, merge_results
 from k2k.verify.task import PartitionResult, PartitionTask, _result
+from tests.unit.test_verify_align import PICKLED
 
-TASK = PartitionTask(
-    topic="orders",
+#: One partition of 400,000 offsets, ``partition: source``, no tracing headers or mappings.
+TASK = dataclasses.replace(
+    PICKLED,
     partition=0,
-    start=0,
     until=400_000,
     end=400_010,
-    partial=False,
-    target_topic="dr.orders",
     target_ranges={0: (0, 400_020)},
-    hash_partitions=0,
     claims_unattributed=(0,),
     tracing=None,
     mapped_runs={},
-    keep_headers=True,
-    keep_timestamp=True,
-    source_consumer={},
-    target_consumer={},
 )
 
 
@@ -105,11 +99,13 @@ def test_progress_counts_what_the_tasks_read_and_the_partitions_done():
     other = dataclasses.replace(TASK, partition=1, until=1_000, end=1_000)
     watch = VerifyProgress([*slices, other])
     ids = [watch.add(t) for t in (*slices, other)]
-    assert watch.snapshot() == (0, 100_000 + 300_010 + LOOKBEHIND + 1_000, 0, 2)
+    # What each task reads: its source range with context, and its target range.
+    total = (100_000 + 100_003) + (300_010 + LOOKBEHIND + 300_017) + (1_000 + 400_020)
+    assert watch.snapshot() == (0, total, 0, 2)
 
     watch.frame(b"verify %d 5000 0" % ids[0])
-    watch.frame(b"verify %d 1000 1" % ids[2])  # done: counts as all it had to read
+    watch.frame(b"verify %d 1000 1" % ids[2])  # done: counts as all it had to read (401,020)
     watch.frame(b"verify 99 5 1")  # no such task
     watch.frame(b"garbage")
 
-    assert watch.snapshot() == (6_000, 100_000 + 300_010 + LOOKBEHIND + 1_000, 1, 2)
+    assert watch.snapshot() == (5_000 + 401_020, total, 1, 2)

@@ -176,9 +176,9 @@ class LogDisplay:
 
 
 class ProgressLine:
-    """One live line on the terminal for a job of known size (``k2k verify``): records done
-    of the total, parts (partitions) done, throughput over the last seconds and the time
-    left at that rate. Transient: it goes once the job ends, the report follows."""
+    """One live line on the terminal for a job of known size (``k2k verify``): the share of
+    the records done, parts (partitions) done, throughput over the last seconds and the
+    time left at that rate. Transient: it goes once the job ends, the report follows."""
 
     def __init__(self, what: str, console: Console | None = None) -> None:
         self.what = what
@@ -189,8 +189,8 @@ class ProgressLine:
     def show(self, done: int, total: int, parts_done: int, parts: int) -> None:
         rate = self.rate.update(done)
         self.live.update(
-            f"{self.what}: {done:,} records read; {progress_text(total, total - done, rate)}; "
-            f"{parts_done} of {parts} partitions done; {rate:,.0f} records/s"
+            f"{self.what}: {progress_text(total, total - done, rate)}; "
+            f"{parts_done}/{parts} partitions done; {rate:,.0f} records/s"
         )
 
     def close(self) -> None:

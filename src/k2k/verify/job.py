@@ -469,8 +469,9 @@ def _run_until_sure(
 
 class VerifyProgress:
     """Runs on: driver. What the tasks of a verify job have read so far, from their frames
-    (``verify <task id> <source records read> <done>``): source records read of the
-    source records to read (offsets, context included), and partitions done."""
+    (``verify <task id> <records read> <done>``): records read on both sides of the
+    records to read (offsets: source context included, every target partition read), and
+    partitions done."""
 
     def __init__(self, tasks: Sequence[PartitionTask]) -> None:
         self.started = time.monotonic()
@@ -486,7 +487,8 @@ class VerifyProgress:
         with self._lock:
             task_id = len(self._size)
             first = task.start if task.context_from is None else task.context_from
-            self._size[task_id] = max(0, task.end - first)
+            targets = sum(max(0, end - start) for start, end in task.target_ranges.values())
+            self._size[task_id] = max(0, task.end - first) + targets
             self._partition[task_id] = (task.topic, task.partition)
             return task_id
 

@@ -209,7 +209,7 @@ def _target_window(task: PartitionTask, tracing: _Tracing, estimate: int) -> lis
     if lo >= hi:
         return []
     window = dataclasses.replace(task, target_ranges={tp: (lo, hi)}, progress=None)
-    actual, _, _ = _read_target(window, tracing, [], compact)
+    actual, _, _ = _read_target(window, tracing, [], compact, _Meter(0))
     return actual.get(tp, [])
 
 

@@ -322,8 +322,8 @@ def verify_partition(task: PartitionTask) -> PartitionResult:
 
 
 class _Meter:
-    """Counts the source records a task has read, for the driver's progress line (a second
-    pass is not counted again); ``done`` once the task has its result."""
+    """Counts the records a task has read on both sides, for the driver's progress line (a
+    second pass is not counted again); ``done`` once the task has its result."""
 
     def __init__(self, task_id: int) -> None:
         self.task_id = task_id
@@ -380,6 +380,7 @@ def _verify_plain(task: PartitionTask, meter: _Meter) -> PartitionResult | None:
         ):
             seen += len(batch)
             lane.extend(_hashes(batch, True, keep_timestamp))
+            meter.add(len(batch))
     n = len(lane)
     own = compared - context
     if n < own or lane != hashes[context : context + n]:
@@ -407,7 +408,7 @@ def _verify(task: PartitionTask, make: Make, meter: _Meter) -> PartitionResult |
     expected, keys = _read_source(task, make, meter)
     # Step 2. The target records attributed to this source partition, per target partition.
     tracing = _Tracing(task.tracing)
-    actual, null_keys, counts = _read_target(task, tracing, keys, make)
+    actual, null_keys, counts = _read_target(task, tracing, keys, make, meter)
     by_offset = tracing.offset is not None or bool(task.mapped_runs)
     # Step 3. Align lane by lane.
     lanes, skipped = _lanes(task, expected, keys, actual, null_keys, by_offset)
@@ -520,7 +521,11 @@ def _read_source(
 
 
 def _read_target(
-    task: PartitionTask, tracing: _Tracing, keys: list[bytes | None], make: Make
+    task: PartitionTask,
+    tracing: _Tracing,
+    keys: list[bytes | None],
+    make: Make,
+    meter: _Meter,
 ) -> tuple[dict[int, list[Fingerprint]], list[Fingerprint], dict[int, tuple[int, int]]]:
     """Runs on: executor. The target records attributed to the task's source partition
     (see the module docstring), per target partition; with ``partition: hash`` the null-key
@@ -543,6 +548,7 @@ def _read_target(
             task.target_consumer, "target", task.target_topic, tp, first, last, task.timeout_s
         ):
             seen += len(batch)
+            meter.add(len(batch))
             for m in batch:
                 headers: Any = m.headers() or []
                 own, traced = tracing.split(headers)
