@@ -5,9 +5,14 @@ the worker and abandons its uncommitted batch. So the planner serves a one-line 
 (``run`` or ``stop``) on the driver, and every runner polls it in a background thread. A
 runner that sees ``stop`` commits what it has and returns, which makes SIGTERM, topic
 discovery and lease re-planning clean. Executors can always reach the driver in Spark, so
-this works in local mode and on clusters alike. A runner that cannot reach the driver keeps
-going until its lease deadline (the driver may be briefly busy; a dead driver makes Spark
-kill the task anyway).
+this works in local mode and on clusters alike.
+
+A runner whose driver is gone stops writing at once and commits nothing: Spark does not
+always kill a dead driver's Python workers (they run in a process group of their own), and
+one left copying would interleave with the restarted run's writes. "Gone" is the channel
+refusing connections or answering for another driver (a restart on a fixed port) for half a
+second, or no answer at all for half a minute; a driver that is merely busy still answers
+within that (docs/spark.md#when-the-driver-dies).
 
 With telemetry the same connection carries the runner's metrics the other way: a request is
 the token line and a frame line, empty or a metrics frame (:mod:`k2k.metrics.frames`, at
@@ -33,6 +38,10 @@ _POLL_INTERVAL_S = 0.25
 _FRAME_INTERVAL_S = 1.0
 #: A frame longer than this is dropped (about 40,000 partitions in one runner).
 _MAX_FRAME_BYTES = 8 << 20
+#: Refused connections or a foreign driver's answer for this long: the driver is gone.
+_GONE_AFTER_S = 0.5
+#: No answer at all for this long (an unreachable driver host): the driver is gone.
+_SILENT_AFTER_S = 30.0
 
 
 class LeaseControl:
@@ -58,7 +67,10 @@ class LeaseControl:
                     frame = self.rfile.readline(_MAX_FRAME_BYTES).strip() if ok else b""
                 except OSError:
                     return
-                answer = b"stop\n" if (not ok or control._stop.is_set()) else b"run\n"
+                if not ok:
+                    answer = b"foreign\n"  # a runner of an earlier driver on this port
+                else:
+                    answer = b"stop\n" if control._stop.is_set() else b"run\n"
                 self.wfile.write(answer)
                 if frame and control.on_frame is not None:
                     control.on_frame(frame)
@@ -96,7 +108,8 @@ class LeaseControl:
 
 
 class StopSignal:
-    """Runs on: executor, one per runner task. ``is_set()`` is cheap (an Event check).
+    """Runs on: executor, one per runner task. ``is_set()`` is cheap (an Event check); it
+    is also set when the driver is gone, and then ``driver_gone`` says why.
     ``frames`` (telemetry) gives the runner's metrics frame to send, once a second."""
 
     def __init__(
@@ -106,6 +119,8 @@ class StopSignal:
     ) -> None:
         self._event = threading.Event()
         self._closed = threading.Event()
+        #: Why the driver that started this runner is taken for gone (see the module doc).
+        self.driver_gone: str | None = None
         self._address = address
         self._frames = frames
         if address is not None:
@@ -124,23 +139,61 @@ class StopSignal:
 
     def _poll(self) -> None:
         next_frame = time.monotonic() + _FRAME_INTERVAL_S
+        answered = time.monotonic()  # the last "run" (or start-up)
+        rejected: float | None = None  # since when every request was refused or foreign
         while not self._closed.wait(_POLL_INTERVAL_S):
             frame = b""
-            if self._frames is not None and time.monotonic() >= next_frame:
-                next_frame = time.monotonic() + _FRAME_INTERVAL_S
+            now = time.monotonic()
+            if self._frames is not None and now >= next_frame:
+                next_frame = now + _FRAME_INTERVAL_S
                 frame = self._frames()
-            if self._send(frame):
+            answer = self._send(frame)
+            now = time.monotonic()
+            if answer == "stop":
+                self._event.set()
+                return
+            if answer == "run":
+                answered, rejected = now, None
+                continue
+            if answer == "rejected" and rejected is None:
+                rejected = now
+            if answer == "silent":
+                rejected = None
+            gone = self._gone(rejected, answered, now)
+            if gone:
+                self.driver_gone = gone
                 self._event.set()
                 return
 
-    def _send(self, frame: bytes) -> bool:
-        """One request with ``frame``; whether the answer was ``stop``."""
+    def _gone(self, rejected: float | None, answered: float, now: float) -> str | None:
+        """Why the driver counts as gone now, or None."""
+        assert self._address is not None
+        where = f"the lease channel at {self._address[0]}:{self._address[1]}"
+        if rejected is not None and now - rejected >= _GONE_AFTER_S:
+            return f"{where} refuses this runner: its driver is gone"
+        if now - answered >= _SILENT_AFTER_S:
+            return (
+                f"no answer from {where} for {_SILENT_AFTER_S:g} s: the driver is gone or "
+                "the port is closed to executors (spark.controlPort)"
+            )
+        return None
+
+    def _send(self, frame: bytes) -> str:
+        """One request with ``frame``. Returns ``run`` or ``stop`` (the driver's answer),
+        ``rejected`` (nothing listens, or another driver does) or ``silent`` (no answer:
+        a lost frame is made good by the next one, which carries running totals)."""
         assert self._address is not None
         host, port, token = self._address
         try:
             with socket.create_connection((host, port), timeout=2.0) as sock:
                 sock.sendall(token.encode() + b"\n" + frame + b"\n")
                 answer = sock.makefile("rb").readline(16)
+        except ConnectionRefusedError:
+            return "rejected"
         except OSError:
-            return False  # a lost frame is made good by the next one (running totals)
-        return answer.startswith(b"stop")
+            return "silent"
+        if answer.startswith(b"run"):
+            return "run"
+        if answer.startswith(b"stop"):
+            return "stop"
+        return "rejected" if answer.startswith(b"foreign") else "silent"

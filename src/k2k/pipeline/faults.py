@@ -32,7 +32,7 @@ from k2k.kafka.faults import (
     kafka_error_of,
 )
 
-__all__ = ["Fenced", "RunnerFaults", "record_error"]
+__all__ = ["DriverGone", "Fenced", "RunnerFaults", "record_error"]
 
 log = logging.getLogger("k2k.runner")
 
@@ -43,6 +43,12 @@ _LOGGED_TRANSIENT = 20
 class Fenced(K2KError):
     """Raised when another owner took this runner's partitions over (its transactional id
     was fenced, or a claim changed); the runner's uncommitted work is void."""
+
+
+class DriverGone(K2KError):
+    """Raised when the driver that started this lease no longer answers the lease channel
+    (k2k.pipeline.channel): a restarted run may be copying the same partitions, so this
+    runner writes and commits nothing more."""
 
 
 class RunnerFaults:

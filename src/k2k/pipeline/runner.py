@@ -42,7 +42,7 @@ from k2k.pipeline.commit.at_least_once import AtLeastOnce
 from k2k.pipeline.commit.exactly_once import ExactlyOnce, start_transactional_producers
 from k2k.pipeline.commit.ledger import ProgressLedger
 from k2k.pipeline.copier import RecordCopier, make_copier
-from k2k.pipeline.faults import Fenced, RunnerFaults
+from k2k.pipeline.faults import DriverGone, Fenced, RunnerFaults
 from k2k.pipeline.observe import observers
 from k2k.pipeline.plan import LeaseSpec, RunnerGroup, RunnerSummary
 from k2k.pipeline.source import SourceReader
@@ -65,7 +65,8 @@ class Runner:
     """Runs on: executor. Copies one :class:`RunnerGroup` until its lease ends.
 
     A lease ends at its deadline, when the driver asks (:class:`StopSignal`), or when every
-    bounded partition reached its end offset (``--until-caught-up``).
+    bounded partition reached its end offset (``--until-caught-up``). When the driver is
+    gone it ends at once, committing nothing (:class:`DriverGone`).
     """
 
     def __init__(self, spec: LeaseSpec, group: RunnerGroup) -> None:
@@ -237,3 +238,5 @@ class Runner:
             if strategy.due(monotonic()):
                 strategy.seal(source.positions())
             strategy.service()
+        if stop.driver_gone:
+            raise DriverGone(f"{stop.driver_gone}; this runner stopped without committing")

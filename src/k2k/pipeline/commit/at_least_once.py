@@ -136,7 +136,9 @@ class AtLeastOnce:
             raise Unavailable(f"{left} progress records were not acknowledged in {timeout:.0f} s")
 
     def abandon(self) -> None:
-        """Nothing to undo: records after the last progress are replayed on the next start."""
+        """Records after the last progress are replayed on the next start, so those still
+        queued in the producer are dropped rather than written beside the replay."""
+        self.producer.purge(in_queue=True, in_flight=False, blocking=False)
 
     def close(self) -> None:
         """No resources of its own."""
