@@ -25,7 +25,7 @@ from tests.integration.tlsbroker import (
     sasl_ssl_client,
     ssl_client,
 )
-from tests.kafkautil import create_topic
+from tests.kafkautil import create_topic, list_topics
 
 pytestmark = pytest.mark.integration
 
@@ -135,12 +135,30 @@ def test_tls_client_on_a_plaintext_listener_fails_at_tls_handshake(
     assert "is a plaintext listener" in line, line
 
 
-def test_read_only_principal_as_target_fails_at_topics(tls_broker, topic, tmp_path, topic_name):
-    doc = _doc(tls_broker, topic, topic_name("pdiag"))
-    doc["target"]["kafka"]["common"] = sasl_ssl_client(tls_broker, "reader", READER_PASSWORD)
-    create_topic(tls_broker.plaintext, f"copy.{topic}", 2)
+def _read_only_target(broker: TlsBroker, topic: str, name: str) -> dict[str, Any]:
+    """The read-only user as the target's principal, with control topics of the test's own."""
+    doc = _doc(broker, topic, name)
+    doc["target"]["kafka"]["common"] = sasl_ssl_client(broker, "reader", READER_PASSWORD)
+    doc["coordination"]["assignment"] = {"topic": f"__k2k_assignment-{name}"}
+    return doc
+
+
+def test_a_principal_that_may_not_create_fails_at_topics(tls_broker, topic, tmp_path, topic_name):
+    """Missing control topics, to be created: a validate-only creation says it may not."""
+    doc = _read_only_target(tls_broker, topic, topic_name("pdiag"))
     line = _failed_at(_check(tmp_path, doc), "target", "topics")
-    assert f"may not Write topic 'copy.{topic}'" in line and "grant it ACLs" in line, line
+    assignment = doc["coordination"]["assignment"]["topic"]
+    assert f"may not Create topic {assignment!r}" in line and "grant it ACLs" in line, line
+    assert assignment not in list_topics(tls_broker.plaintext)  # the check created nothing
+
+
+def test_a_principal_that_may_not_write_fails_at_topics(tls_broker, topic, tmp_path, topic_name):
+    doc = _read_only_target(tls_broker, topic, topic_name("pdiag"))
+    for name in (doc["coordination"]["assignment"]["topic"], f"copy.{topic}"):
+        create_topic(tls_broker.plaintext, name, 1)
+    create_topic(tls_broker.plaintext, doc["coordination"]["commit"]["topic"], 1)
+    line = _failed_at(_check(tmp_path, doc), "target", "topics")
+    assert "may not Write topic" in line and "grant it ACLs" in line, line
 
 
 def test_start_explains_a_failed_connection_step_by_step(tls_broker, topic, tmp_path, topic_name):

@@ -9,7 +9,8 @@ Per cluster, in order, stopping at the first failing step:
    check that the listener answers plaintext Kafka requests (not a TLS listener);
 4. SASL authentication — with SASL_*, a librdkafka metadata request authenticates;
 5. metadata — the cluster answers, and every broker it advertises accepts connections;
-6. topics — the needed topics exist (or will be created) and the principal holds the needed
+6. topics — the needed topics exist, or will be created and the principal may (a
+   ``validate_only`` creation, which creates nothing), and the principal holds the needed
    operations on them (Describe and Read on the source; Describe, Read and Write on control
    topics, Describe and Write on replicated topics on the target).
 
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
-from confluent_kafka.admin import AclOperation, AdminClient, ClusterMetadata
+from confluent_kafka.admin import AclOperation, AdminClient, ClusterMetadata, NewTopic
 
 from k2k.errors import ClusterError
 from k2k.kafka.factory import build_admin
@@ -311,14 +312,16 @@ def _topic_problems(
         request_timeout=timeout_s,
         include_authorized_operations=True,
     )
-    problems = []
+    problems, to_create = [], []
     for name, future in futures.items():
         try:
             description = future.result()
         except KafkaException as exc:
             err = exc.args[0]
             if err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                if not needs.creatable(name):
+                if needs.creatable(name):
+                    to_create.append(name)
+                else:
                     problems.append((f"topic {name!r} does not exist", needs.missing_fix(name)))
             elif err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
                 problems.append(_denied(name, {AclOperation.DESCRIBE}))
@@ -329,6 +332,26 @@ def _topic_problems(
         lacking = needs.topics[name] - granted - {AclOperation.ALL}
         if lacking and AclOperation.ALL not in granted:
             problems.append(_denied(name, lacking))
+    return problems + _creation_problems(admin, to_create, timeout_s)
+
+
+def _creation_problems(
+    admin: AdminClient, names: list[str], timeout_s: float
+) -> list[tuple[str, str]]:
+    """Create permission on topics k2k would create, asked with ``validate_only`` (the broker
+    authorizes and validates, and creates nothing). Only refusals for authorization count:
+    the real creation reports its other errors with the settings it uses."""
+    if not names:
+        return []
+    topics = [NewTopic(name, num_partitions=1, replication_factor=-1) for name in names]
+    futures = admin.create_topics(topics, validate_only=True, request_timeout=timeout_s)
+    problems = []
+    for name, future in futures.items():
+        try:
+            future.result()
+        except KafkaException as exc:
+            if exc.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                problems.append(_denied(name, {AclOperation.CREATE}))
     return problems
 
 
