@@ -208,9 +208,11 @@ class _Run:
         if isinstance(context, Failure):
             return self._record("TLS handshake", context.what, context.fix)
 
+        trust = "certificate trusted" if context.verify_mode else "certificate not verified"
+
         def probe(host: str, port: int) -> str | Failure:
             version = tls_handshake(context, host, port, self.timeout_s)
-            return version if isinstance(version, Failure) else f"{version}, certificate trusted"
+            return version if isinstance(version, Failure) else f"{version}, {trust}"
 
         return self._each("TLS handshake", probe)
 
