@@ -31,6 +31,7 @@ from k2k.errors import ReplicationError, SchemaMappingError
 from k2k.local import free_port
 from k2k.local.registry import LocalRegistry, start_registry, wait_ready
 from k2k.pipeline.planner import Planner
+from k2k.verify.job import run_verify
 from tests.integration.conftest import (
     BASE_TS,
     k2k_cli,
@@ -199,6 +200,39 @@ def test_avro_with_references_decodes_identically_through_the_target_registry(
     # The subjects follow the target topic (TopicNameStrategy); the reference kept its own.
     subjects = set(registry_client(registries.target).get_subjects())
     assert {f"dr.{topic}-key", f"dr.{topic}-value", "k2k.test.Address"} <= subjects
+
+
+def test_verify_compares_the_schema_an_id_names_not_the_id(
+    clusters, spark, registries, tmp_path, topic_name, group_name
+):
+    """``k2k verify`` on a schema-mapped topic: the rewritten ids match (they name the same
+    schema in each registry); a target record whose id names another schema is a changed
+    value at its place, though its bytes after the prefix are the source's."""
+    topic = topic_name("verified")
+    create_topic(clusters.source, topic, 1)
+    records = _avro_records(registries, topic, _people(51))
+    produce(clusters.source, topic, records[:50])
+    doc = mapping_doc(clusters, registries, group_name(), [topic])
+    run_until_caught_up(spark, tmp_path, doc)
+    cfg = load_pipeline([write_pipeline(tmp_path, doc, "verify.yaml")])
+
+    report = run_verify(cfg, spark=spark, whole_topics=True)
+    assert report.ok, report.failing()
+    assert [(r.source_records, r.matched) for r in report.results] == [(50, 50)]
+
+    # One more source record; its copy, written here, names another schema on the target.
+    produce(clusters.source, topic, records[50:])
+    other = registry_client(registries.target).register_schema(
+        f"{topic}-other", Schema('"int"', "AVRO")
+    )
+    mapped_key = read_all(clusters.target, f"dr.{topic}")[0][0].key[:5] + records[50][1][5:]
+    wrong = b"\0" + other.to_bytes(4, "big") + records[50][2][5:]
+    produce(clusters.target, f"dr.{topic}", [(0, mapped_key, wrong, [], records[50][4])])
+
+    [result] = run_verify(cfg, spark=spark, whole_topics=True).results
+    assert [(d.kind, d.source_offsets, d.target_offsets, d.fields) for d in result.differences] == [
+        ("changed", (50,), (50,), ("value",))
+    ]
 
 
 def test_json_schema_with_references_decodes_identically(

@@ -20,16 +20,30 @@ from k2k.schemamapping.registry import RegistryEndpoint
 if TYPE_CHECKING:
     from k2k.config import PipelineConfig
 
-__all__ = ["SchemaIdRewrite", "SchemaMapper", "schema_mapper", "schema_transforms"]
+__all__ = [
+    "SchemaIdRewrite",
+    "SchemaMapper",
+    "registry_endpoints",
+    "schema_mapper",
+    "schema_transforms",
+]
+
+
+def registry_endpoints(cfg: PipelineConfig) -> tuple[RegistryEndpoint, RegistryEndpoint]:
+    """Runs on: driver. The source and target registries of the pipeline."""
+    sm = cfg.schema_mapping
+    request_s, retry_s = sm.request_timeout.total_seconds(), sm.retry_timeout.total_seconds()
+    return (
+        RegistryEndpoint.from_config("source", cfg.source.registry, request_s, retry_s),
+        RegistryEndpoint.from_config("target", cfg.target.registry, request_s, retry_s),
+    )
 
 
 def schema_mapper(cfg: PipelineConfig) -> SchemaMapper:
     """Runs on: driver. The pipeline's mapper (no client, no cache until an executor uses it)."""
     sm = cfg.schema_mapping
-    request_s, retry_s = sm.request_timeout.total_seconds(), sm.retry_timeout.total_seconds()
     return SchemaMapper(
-        RegistryEndpoint.from_config("source", cfg.source.registry, request_s, retry_s),
-        RegistryEndpoint.from_config("target", cfg.target.registry, request_s, retry_s),
+        *registry_endpoints(cfg),
         key_strategy=sm.subject_name_strategy.key,
         value_strategy=sm.subject_name_strategy.value,
         on_non_wire_format=sm.on_non_wire_format,

@@ -21,7 +21,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -33,6 +33,7 @@ from k2k.kafka.peek import reader_settings
 from k2k.pipeline.spark import spark_context_running, spark_error_line, start_spark
 from k2k.stages.topicplan import tracing_headers
 from k2k.verify.align import Difference
+from k2k.verify.schemas import SchemaIdCanon
 from k2k.verify.slicing import merge_doubtful, merge_results, slice_tasks
 from k2k.verify.task import PartitionResult, PartitionTask, verify_partition
 
@@ -103,6 +104,7 @@ def plan_tasks(
         if cfg.features.offset_mapping and not (tracing and (tracing.topic or tracing.partition))
         else {}
     )
+    schema_ids = _schema_ids(cfg, chosen)
     tasks = []
     for t, p in tps:
         target = routes[t]
@@ -139,9 +141,28 @@ def plan_tasks(
                 source_consumer=source_conf,
                 target_consumer=target_conf,
                 timeout_s=timeout_s,
+                schema_ids=schema_ids.get(t),
             )
         )
     return tasks
+
+
+def _schema_ids(
+    cfg: PipelineConfig, topics: Iterable[str]
+) -> dict[str, tuple[SchemaIdCanon, SchemaIdCanon]]:
+    """Per source topic whose ids schema mapping rewrites: how each side's ids are read
+    (compared by the schema they name, :mod:`k2k.verify.schemas`)."""
+    if not cfg.features.schema_mapping:
+        return {}
+    from k2k.schemamapping import registry_endpoints
+
+    source, target = registry_endpoints(cfg)
+    out = {}
+    for t in topics:
+        keys, values = cfg.schema_mapping.facets(t)
+        if keys or values:
+            out[t] = (SchemaIdCanon(source, keys, values), SchemaIdCanon(target, keys, values))
+    return out
 
 
 #: (target partition, target first offset, count, source topic, source partition, source

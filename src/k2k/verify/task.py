@@ -52,6 +52,7 @@ from k2k.verify.align import (
     equal_lane,
     fingerprint,
 )
+from k2k.verify.schemas import SchemaIdCanon
 
 __all__ = [
     "MAX_REPORTED",
@@ -126,6 +127,9 @@ class PartitionTask:
     #: ``task_id`` names this task in them.
     progress: tuple[str, int, str] | None = None
     task_id: int = 0
+    #: With schema mapping on this topic: (source side, target side) canonical schema ids
+    #: (:mod:`k2k.verify.schemas`); None compares keys and values byte for byte.
+    schema_ids: tuple[SchemaIdCanon, SchemaIdCanon] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,7 +311,13 @@ def verify_partition(task: PartitionTask) -> PartitionResult:
     meter = _Meter(task.task_id)
     signal = StopSignal(task.progress, meter.frame) if task.progress else None
     try:
-        plain = not (task.hash_partitions or task.mapped_runs or task.partial or task.tracing)
+        plain = not (
+            task.hash_partitions
+            or task.mapped_runs
+            or task.partial
+            or task.tracing
+            or task.schema_ids
+        )
         result = _verify_plain(task, meter) if plain else _verify(task, compact, meter)
         if result is None:
             meter.again()
@@ -498,24 +508,28 @@ def _read_source(
     hashed = task.hash_partitions > 0
     first = task.start if task.context_from is None else task.context_from
     add = expected.append
+    canon = task.schema_ids[0] if task.schema_ids else None
     for batch in read_batches(
         task.source_consumer, "source", task.topic, p, first, task.end, task.timeout_s
     ):
-        for m in batch:
+        batch_keys = (
+            [m.key() for m in batch] if canon is None else [canon.key(m.key()) for m in batch]
+        )
+        for m, key in zip(batch, batch_keys, strict=True):
             offset = m.offset()
             add(
                 make(
                     p,
                     offset,
                     offset,
-                    m.key(),
-                    m.value(),
+                    key,
+                    m.value() if canon is None else canon.value(m.value()),
                     (m.headers() or ()) if keep_headers else (),
                     m.timestamp()[1] if keep_timestamp else 0,
                 )
             )
         if hashed:
-            keys.extend(m.key() for m in batch)
+            keys.extend(batch_keys)
         meter.add(len(batch))
     return expected, keys
 
@@ -539,6 +553,7 @@ def _read_target(
     null_keys: list[Fingerprint] = []
     counts: dict[int, tuple[int, int]] = {}
     keep_timestamp = task.keep_timestamp
+    canon = task.schema_ids[1] if task.schema_ids else None
     for tp, (first, last) in sorted(task.target_ranges.items()):
         lane = actual.setdefault(tp, [])
         claims = tp in task.claims_unattributed
@@ -552,7 +567,7 @@ def _read_target(
             for m in batch:
                 headers: Any = m.headers() or []
                 own, traced = tracing.split(headers)
-                key = m.key()
+                key = m.key() if canon is None else canon.key(m.key())
                 source_offset = tracing.source_offset(traced)
                 in_run, from_run = _mapped(runs, m.offset() or 0) if runs else (False, None)
                 if in_run:
@@ -572,7 +587,8 @@ def _read_target(
                     continue
                 taken += 1
                 ts = m.timestamp()[1] if keep_timestamp else 0
-                fp = make(tp, m.offset() or 0, source_offset, key, m.value(), own, ts)
+                value = m.value() if canon is None else canon.value(m.value())
+                fp = make(tp, m.offset() or 0, source_offset, key, value, own, ts)
                 (null_keys if hashed and key is None else lane).append(fp)
         counts[tp] = (seen, taken)
     return actual, null_keys, counts
