@@ -158,8 +158,8 @@ def test_subjects_under_each_strategy():
 
 def test_known_ids_are_spliced_and_payload_bytes_kept():
     rewrite = SchemaIdRewrite(_mapper(), "dr.orders", keys=True, values=True)
-    rewrite._value_ids[b"\x00\x00\x00\x00\x07"] = b"\x00\x00\x00\x01\x2c"
-    rewrite._key_ids[b"\x00\x00\x00\x00\x03"] = b"\x00\x00\x00\x00\x09"
+    rewrite.table("value")[b"\x00\x00\x00\x00\x07"] = b"\x00\x00\x00\x01\x2c"
+    rewrite.table("key")[b"\x00\x00\x00\x00\x03"] = b"\x00\x00\x00\x00\x09"
     # A Protobuf value: the message indexes after the id are payload, kept as they are.
     msgs = [
         Msg(b"\x00\x00\x00\x00\x03key", b"\x00\x00\x00\x00\x07\x00payload"),
@@ -186,18 +186,18 @@ def test_unreachable_registry_fails_naming_subject_and_id_after_retries():
     text = str(failure.value)
     assert "orders[0]@5 (value): subject 'dr.orders-value', source schema id 42" in text
     assert "did not answer" in text and "\n" not in text
-    assert rewrite._value_ids == {}  # nothing cached: the next attempt asks again
+    assert rewrite.table("value") == {}  # nothing cached: the next attempt asks again
 
 
 def test_pickled_transforms_share_their_mapper_and_carry_no_cache():
     mapper = _mapper()
     a = SchemaIdRewrite(mapper, "a", True, True)
     b = SchemaIdRewrite(mapper, "b", True, True)
-    a._value_ids[b"\x00\x00\x00\x00\x01"] = b"\x00\x00\x00\x00\x02"
+    a.table("value")[b"\x00\x00\x00\x00\x01"] = b"\x00\x00\x00\x00\x02"
     mapper.cache.ids[("a-value", 1)] = 2
     a2, b2 = pickle.loads(pickle.dumps((a, b)))
     assert a2.mapper is b2.mapper
-    assert a2._value_ids == {} and a2.mapper._cache is None and a2.mapper._clients == {}
+    assert a2.table("value") == {} and a2.mapper._cache is None and a2.mapper._clients == {}
     clear_process_caches()
 
 

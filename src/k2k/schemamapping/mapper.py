@@ -27,7 +27,7 @@ Invariants:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -212,57 +212,83 @@ class SchemaMapper:
         return tuple(out)
 
 
+class _PrefixTable(dict[bytes, bytes]):
+    """Wire-format prefix -> the target's prefix; a missing prefix asks ``resolve``, whose
+    answer is kept only for wire format (other data's first bytes are not ids: kept, they
+    would grow the table with the records)."""
+
+    __slots__ = ("resolve",)
+
+    def __init__(self, resolve: Callable[[bytes], bytes]) -> None:
+        super().__init__()
+        self.resolve = resolve
+
+    def __missing__(self, prefix: bytes) -> bytes:
+        new = self.resolve(prefix)
+        if new is not prefix:
+            self[prefix] = new
+        return new
+
+
 @dataclass
 class SchemaIdRewrite:
     """The schema-id transform of one topic (a :class:`~k2k.stages.topicplan.RecordTransform`).
 
     Runs on: executor, once per run of records; returns the run's keys and values with
     wire-format prefixes replaced. ``keys``/``values`` False leave that facet untouched.
+    Per record: a 5-byte slice, one lookup in a table that resolves what it misses, and a
+    splice, inside a list comprehension (no Python call per record).
     """
 
     mapper: SchemaMapper
     target_topic: str
     keys: bool
     values: bool
-    _key_ids: dict[bytes, bytes] = field(default_factory=dict, repr=False)
-    _value_ids: dict[bytes, bytes] = field(default_factory=dict, repr=False)
+    _tables: dict[Facet, _PrefixTable] = field(default_factory=dict, repr=False)
+    #: The run being rewritten and its facets' data, to name a record in an error.
+    _run: Sequence[Message] = field(default=(), repr=False)
+    _data: dict[Facet, list[bytes | None]] = field(default_factory=dict, repr=False)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_key_ids": {}, "_value_ids": {}}
+        return {**self.__dict__, "_tables": {}, "_run": (), "_data": {}}
 
     def __call__(
         self, msgs: Sequence[Message], first: int, end: int
     ) -> tuple[list[bytes | None], list[bytes | None]]:
-        kmap = self._key_ids if self.keys else None
-        vmap = self._value_ids if self.values else None
-        keys: list[bytes | None] = []
-        values: list[bytes | None] = []
-        add_key, add_value = keys.append, values.append
-        for k in range(first, end):
-            m = msgs[k]
-            key = m.key()
-            if kmap is not None and key is not None:
-                new = kmap.get(key[:_PREFIX])
-                key = new + key[_PREFIX:] if new is not None else self._miss("key", key, m)
-            value = m.value()
-            if vmap is not None and value is not None:
-                new = vmap.get(value[:_PREFIX])
-                value = new + value[_PREFIX:] if new is not None else self._miss("value", value, m)
-            add_key(key)
-            add_value(value)
+        run = self._run = msgs[first:end]
+        keys: list[bytes | None] = [m.key() for m in run]
+        values: list[bytes | None] = [m.value() for m in run]
+        if self.keys:
+            keys = self._rewrite("key", keys)
+        if self.values:
+            values = self._rewrite("value", values)
         return keys, values
 
-    def _miss(self, facet: Facet, data: bytes, m: Message) -> bytes:
-        """An unseen prefix: not wire format (the policy decides), or a new source id."""
-        if len(data) < _PREFIX or data[0] != _MAGIC:
+    def table(self, facet: Facet) -> dict[bytes, bytes]:
+        """The facet's known prefixes: source prefix -> target prefix."""
+        table = self._tables.get(facet)
+        if table is None:
+            table = self._tables[facet] = _PrefixTable(lambda prefix: self._miss(facet, prefix))
+        return table
+
+    def _rewrite(self, facet: Facet, data: list[bytes | None]) -> list[bytes | None]:
+        table = self.table(facet)
+        self._data[facet] = data
+        return [None if d is None else table[d[:_PREFIX]] + d[_PREFIX:] for d in data]
+
+    def _miss(self, facet: Facet, prefix: bytes) -> bytes:
+        """An unseen prefix: not wire format (the policy decides; ``prefix`` itself means
+        unchanged), or a new source id to resolve."""
+        if len(prefix) < _PREFIX or prefix[0] != _MAGIC:
             if self.mapper.on_non_wire_format == "pass":
-                return data
+                return prefix
+            m, data = self._record_with(facet, prefix)
             raise SchemaMappingError(
                 f"cannot map the schema id of {_locator(m)} ({facet}): not in wire format "
-                f"(first byte {data[:1].hex() or 'none'}, {len(data)} bytes) and "
+                f"(first byte {prefix[:1].hex() or 'none'}, {len(data)} bytes) and "
                 "schemaMapping.onNonWireFormat is 'fail'"
             )
-        source_id = int.from_bytes(data[1:_PREFIX], "big")
+        source_id = int.from_bytes(prefix[1:_PREFIX], "big")
         mapper = self.mapper
         strategy = mapper.key_strategy if facet == "key" else mapper.value_strategy
         subject = (  # for the message: a record-name subject is known once the schema is read
@@ -273,14 +299,19 @@ class SchemaIdRewrite:
             subject = mapper.subject(facet, self.target_topic, schema)
             target_id = mapper.target_id(source_id, subject, schema)
         except RegistryFailure as exc:
+            m, _ = self._record_with(facet, prefix)
             raise SchemaMappingError(
                 f"cannot map the schema id of {_locator(m)} ({facet}): subject {subject!r}, "
                 f"source schema id {source_id}: {exc}"
             ) from None
-        prefix = bytes((_MAGIC,)) + target_id.to_bytes(4, "big")
-        table = self._key_ids if facet == "key" else self._value_ids
-        table[data[:_PREFIX]] = prefix
-        return prefix + data[_PREFIX:]
+        return bytes((_MAGIC,)) + target_id.to_bytes(4, "big")
+
+    def _record_with(self, facet: Facet, prefix: bytes) -> tuple[Message, bytes]:
+        """The run's first record whose ``facet`` starts with ``prefix``, and that data."""
+        for m, d in zip(self._run, self._data[facet], strict=True):
+            if d is not None and d[:_PREFIX] == prefix:
+                return m, d
+        raise AssertionError("a missed prefix comes from the run")  # pragma: no cover
 
 
 def registered_by(transforms: Iterable[object]) -> int:
