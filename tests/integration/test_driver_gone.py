@@ -12,12 +12,12 @@ import time
 
 import pytest
 
-from k2k.kafka.factory import consumer_settings, producer_settings
 from k2k.pipeline.channel import LeaseControl
-from k2k.pipeline.plan import LeaseSpec, PartitionRange, RunnerGroup, RunnerSummary
+from k2k.pipeline.plan import PartitionRange, RunnerGroup, RunnerSummary
 from k2k.pipeline.runner import Runner
 from k2k.stages import SourcePartition, TopicPlan
 from tests.integration.conftest import committed_progress
+from tests.integration.inprocess import inprocess_spec
 from tests.kafkautil import create_topic, eventually, produce, read_all
 
 pytestmark = pytest.mark.integration
@@ -47,24 +47,12 @@ def test_runner_stops_without_committing_once_its_driver_is_gone(clusters, topic
     source, target, name = topic_name("gone-src"), topic_name("gone-dst"), topic_name("gone")
     create_topic(clusters.source, source, PARTITIONS)
     create_topic(clusters.target, target, PARTITIONS)
-    commit_topic = f"{name}-progress"
-    create_topic(clusters.target, commit_topic, 1, {"cleanup.policy": "compact"})
     driver = LeaseControl("127.0.0.1")
-    spec = LeaseSpec(
-        lease_id=1,
-        pipeline=name,
-        commit_group=name,
-        commit_topic=commit_topic,
-        commit_partitions=1,
-        source_consumer=consumer_settings({"bootstrap.servers": clusters.source}, name),
-        target_producer=producer_settings({"bootstrap.servers": clusters.target}, False),
-        topics={source: TopicPlan(source, target, SourcePartition(), True, True, None)},
-        batch_size=500,
-        batch_timeout_s=0.1,
-        lease_s=300,
-        control=driver.address,
-        control_consumer={"bootstrap.servers": clusters.target},
+    plans = {source: TopicPlan(source, target, SourcePartition(), True, True, None)}
+    spec = inprocess_spec(
+        clusters, name, plans, batch_timeout_s=0.1, lease_s=300, control=driver.address
     )
+    commit_topic = spec.commit_topic
     ranges = tuple(PartitionRange(source, p, 0, None, False) for p in range(PARTITIONS))
     summaries: list[RunnerSummary] = []
     runner = threading.Thread(

@@ -43,15 +43,15 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from k2k.config.loader import build_offset_mapping_app, deep_merge
 from k2k.formats.offset_mapping import RunEncoder
-from k2k.kafka.factory import consumer_settings, producer_settings
 from k2k.local import free_port
 from k2k.offsetmapping.app import OffsetMappingApp, PassReport
 from k2k.offsetmapping.translate import plan_group
 from k2k.pipeline.mappings import MappingPublisher, mapping_partition
-from k2k.pipeline.plan import LeaseSpec, PartitionRange, RunnerGroup
+from k2k.pipeline.plan import PartitionRange, RunnerGroup
 from k2k.pipeline.runner import Runner
 from k2k.stages import KeyHash, SourcePartition, TopicPlan
 from tests.integration.conftest import k2k_cli
+from tests.integration.inprocess import inprocess_spec
 from tests.kafkautil import (
     create_topic,
     end_offsets,
@@ -89,27 +89,14 @@ def replicate_with_mappings(
     """Replicate ``routes`` (source topic -> target topic) up to the source's end offsets now,
     exactly-once, writing mapping records to ``mapping_topic`` as pipeline ``name``. Called
     again with the same name, it resumes from its progress (same pipeline)."""
-    commit_topic = f"{name}-progress"
-    if commit_topic not in list_topics(clusters.target):
-        create_topic(clusters.target, commit_topic, 1, {"cleanup.policy": "compact"})
     partitioning = KeyHash() if hash_ else SourcePartition()
     plans = {s: TopicPlan(s, t, partitioning, True, True, None) for s, t in routes.items()}
-    spec = LeaseSpec(
-        lease_id=1,
-        pipeline=name,
-        commit_group=name,
-        commit_topic=commit_topic,
-        commit_partitions=1,
-        source_consumer=consumer_settings({"bootstrap.servers": clusters.source}, name),
-        target_producer=producer_settings(
-            {"bootstrap.servers": clusters.target}, hash_, exactly_once=True
-        ),
-        topics=plans,
-        batch_size=500,
-        batch_timeout_s=0.2,
-        lease_s=120,
+    spec = inprocess_spec(
+        clusters,
+        name,
+        plans,
+        spreads=hash_,
         exactly_once=True,
-        control_consumer={"bootstrap.servers": clusters.target},
         observer=MappingPublisher(
             name, mapping_topic, len(end_offsets(clusters.target, mapping_topic))
         ),

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from k2k.kafka.factory import consumer_settings, producer_settings
 from k2k.pipeline.observe import ProducedRun
-from k2k.pipeline.plan import LeaseSpec, PartitionRange, RunnerGroup
+from k2k.pipeline.plan import PartitionRange, RunnerGroup
 from k2k.pipeline.runner import Runner
 from k2k.stages import KeyHash, SourcePartition, TopicPlan
+from tests.integration.inprocess import inprocess_spec
 from tests.kafkautil import (
     ProducedRecord,
     create_topic,
@@ -47,27 +47,15 @@ def _source_with_gaps(bootstrap: str, topic: str) -> None:
 
 
 def _run(clusters, source: str, target: str, *, eos: bool, hash_: bool, name: str) -> Recorder:
-    commit_topic = f"{name}-progress"
-    create_topic(clusters.target, commit_topic, 1, {"cleanup.policy": "compact"})
     ends = end_offsets(clusters.source, source)
     recorder = Recorder()
     plan = TopicPlan(source, target, KeyHash() if hash_ else SourcePartition(), True, True, None)
-    spec = LeaseSpec(
-        lease_id=1,
-        pipeline=name,
-        commit_group=name,
-        commit_topic=commit_topic,
-        commit_partitions=1,
-        source_consumer=consumer_settings({"bootstrap.servers": clusters.source}, name),
-        target_producer=producer_settings(
-            {"bootstrap.servers": clusters.target}, hash_, exactly_once=eos
-        ),
-        topics={source: plan},
-        batch_size=500,
-        batch_timeout_s=0.2,
-        lease_s=120,
+    spec = inprocess_spec(
+        clusters,
+        name,
+        {source: plan},
+        spreads=hash_,
         exactly_once=eos,
-        control_consumer={"bootstrap.servers": clusters.target},
         observer=lambda strategy: recorder,
     )
     ranges = tuple(PartitionRange(source, p, 0, end, False) for p, end in sorted(ends.items()))
