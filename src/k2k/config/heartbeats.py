@@ -1,0 +1,27 @@
+"""``heartbeats``: MirrorMaker 2 heartbeats emitted into the target (``features.heartbeats``).
+
+The pipeline's driver writes one record ``{source alias, target alias, time}`` to the
+target's ``heartbeats`` topic every ``interval``, as MM2's heartbeat connector does, so that
+MM2's tools see the replication flow (docs/mm2.md#heartbeats).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from pydantic import Field
+
+from k2k.config.base import K2KModel
+from k2k.config.fields import Duration
+
+__all__ = ["Heartbeats"]
+
+
+class Heartbeats(K2KModel):
+    """How often heartbeats are emitted (``features.heartbeats``)."""
+
+    interval: Duration = Field(
+        timedelta(seconds=1),
+        description="Time between two heartbeat records (MM2's "
+        "`emit.heartbeats.interval.seconds`, default 1 s).",
+    )
