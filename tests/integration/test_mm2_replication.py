@@ -10,7 +10,12 @@ from collections import Counter
 import pytest
 
 from k2k.formats.heartbeat import Heartbeat
-from tests.integration.conftest import pipeline_dict, wait_progress_past, write_pipeline
+from tests.integration.conftest import (
+    pipeline_dict,
+    run_until_caught_up,
+    wait_progress_past,
+    write_pipeline,
+)
 from tests.integration.procs import K2KProcess
 from tests.kafkautil import Rec, create_topic, eventually, list_topics, produce, read_all
 
@@ -157,3 +162,48 @@ def test_alias_named_pipelines_run_active_active_with_heartbeats(clusters, tmp_p
         copied = _heartbeats(other, f"{alias[target]}.heartbeats")
         mine = [hb for hb, _ in copied if hb.source_alias == alias[source]]
         assert mine and set(mine) <= {hb for hb, _ in beats}
+
+
+def test_identity_policy_keeps_names_and_carries_upstream_heartbeats(
+    spark, clusters, tmp_path, topic_name
+):
+    """Scenario: on A (the source cluster) topic t holds 30 records, A's ``heartbeats`` holds
+    a heartbeat of an upstream flow C -> A and ``<C>.heartbeats`` one of D -> C (as MM2 on A
+    would have left them). One run of A -> B with ``{policy: identity}`` and heartbeats
+    copies t to B as t (same name, same records), and the heartbeats as MM2's identity
+    policy names them: ``<A>.heartbeats`` and ``<A>.<C>.heartbeats``, so B sees its upstream
+    clusters A, C and D; B's ``heartbeats`` gets this flow's own A -> B heartbeat."""
+    a, b = clusters.source, clusters.target
+    run = uuid.uuid4().hex[:6]
+    A, B, C, D = (f"{x}-{run}" for x in "abcd")
+    t = topic_name("identity")
+    create_topic(a, t, 3)
+    records = [(i % 3, f"k{i}", f"v{i}", [], None) for i in range(30)]
+    produce(a, t, records)
+    then_ms = int(time.time() * 1000) - 1000
+    upstream = {"heartbeats": Heartbeat(C, A, then_ms), f"{C}.heartbeats": Heartbeat(D, C, then_ms)}
+    for topic, beat in upstream.items():
+        if topic not in list_topics(a):  # the other drill may have left A's heartbeats
+            create_topic(a, topic, 1, {"cleanup.policy": "compact"})
+        produce(a, topic, [(0, *beat.encode(), [], beat.timestamp_ms)])
+    doc = pipeline_dict(
+        clusters,
+        topic_name("id"),
+        [t],
+        source={"alias": A},
+        target={"alias": B},
+        features={"heartbeats": "enabled"},
+    )
+    doc["replication"] = [{"source": {"topic": [t]}}, {"sink": {"topic": {"policy": "identity"}}}]
+    started_ms = int(time.time() * 1000)
+    run_until_caught_up(spark, tmp_path, doc)
+
+    assert {tuple(r.content()[:2]) for rs in read_all(b, t).values() for r in rs} == {
+        (f"k{i}".encode(), f"v{i}".encode()) for i in range(30)
+    }
+    assert f"{A}.{t}" not in list_topics(b)
+    for source_topic, beat in upstream.items():
+        copied = [hb for hb, _ in _heartbeats(b, f"{A}.{source_topic}")]
+        assert beat in copied, (source_topic, copied)
+    own = [hb for hb, _ in _heartbeats(b, "heartbeats") if hb.source_alias == A]
+    assert own and all(hb.target_alias == B and hb.timestamp_ms >= started_ms for hb in own)
