@@ -431,7 +431,9 @@ class SourceStage(K2KModel):
         description="A regular expression (Python `re` syntax, which agrees with Java's for the "
         "usual patterns) matched against the whole topic name, e.g. `orders\\..*`; or a list of "
         "exact topic names. Internal topics (`__*`, `.*`, `*.internal`) and k2k's control topics "
-        "are never replicated, nor are those `exclude` names."
+        "are never replicated, nor are those `exclude` names. With a replication policy "
+        "(`replication.sink.topic: {policy: ...}`) MM2's rules apply on top: also `*-internal` "
+        "never, cycles never, heartbeats topics always (docs/mm2.md)."
     )
     discovery_interval: Duration = Field(
         timedelta(seconds=30),
