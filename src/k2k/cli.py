@@ -203,18 +203,37 @@ def _with_spark_conf(cfg: PipelineConfig, key: str, value: str) -> PipelineConfi
 
 @main.command()
 @_FILES
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Instead of printing the configuration, check the connections to both clusters "
+    "step by step (DNS, TCP, TLS, SASL, metadata, topics and ACLs; one line each, writing "
+    "nothing): what features.checkKafkaConnectionOnStartup runs when k2k start cannot connect.",
+)
 @TEMPLATE_ENGINE
 @one_line_errors
-def validate(files: Sequence[str], template_engine: bool) -> None:
+def validate(files: Sequence[str], check: bool, template_engine: bool) -> None:
     """Load, merge and validate the pipeline; print the effective configuration.
 
     Secrets are masked. Exit 0 when valid; otherwise print every problem, one per line,
-    and exit 2.
+    and exit 2. With --check, a failed connection step exits 1 with a one-line summary.
     """
     from k2k.config import load_pipeline, render_effective
 
     cfg = load_pipeline(list(files), templates=template_engine)
-    click.echo(render_effective(cfg), nl=False)
+    if not check:
+        click.echo(render_effective(cfg), nl=False)
+        return
+    from k2k.errors import ClusterError
+    from k2k.kafka.diagnose import diagnose, summary
+
+    diagnoses = diagnose(cfg)
+    for diagnosis in diagnoses:
+        for step in diagnosis.steps:
+            click.echo(step.line())
+    failed = summary(diagnoses)
+    if failed is not None:
+        raise ClusterError(failed)
 
 
 @main.command()

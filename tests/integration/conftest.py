@@ -18,6 +18,7 @@ from k2k.coordination.progress import ProgressStore
 from k2k.local import LocalCluster, free_port
 from k2k.observability.stats import PipelineStats
 from k2k.pipeline.planner import Planner
+from tests.integration.tlsbroker import tls_broker  # noqa: F401 (the shared TLS broker)
 from tests.kafkautil import eventually, read_all
 
 K2K = [sys.executable, "-m", "k2k.cli"]

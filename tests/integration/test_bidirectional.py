@@ -87,6 +87,11 @@ def test_two_directions_copy_every_record_once_without_loops(clusters, tmp_path,
     finally:
         codes = [p.stop() for p in procs]
     assert codes == [0, 0], [p.output()[-3000:] for p in procs]
+    # Each direction read every copy the other wrote and left it: counted in its summary.
+    for proc in procs:
+        assert f"{rounds * per_round} records of the other direction not copied back" in (
+            proc.output()
+        ), proc.output()[-3000:]
 
     expected = Counter(
         f"{label}-{r}-{i}".encode()

@@ -18,7 +18,7 @@ from tests.integration.conftest import (
     pipeline_dict,
     write_pipeline,
 )
-from tests.kafkautil import create_topic, eventually, produce, read_all
+from tests.kafkautil import create_topic, end_offsets, eventually, produce, read_all
 
 pytestmark = pytest.mark.integration
 
@@ -28,6 +28,19 @@ TOTAL = 120_000
 
 def _source_offsets(rec) -> int:
     return int(dict(rec.headers)["k2k_offset"])
+
+
+def _writes_settle(bootstrap: str, topic: str, quiet_s: float = 2.0) -> float:
+    """Seconds until ``topic``'s end offsets stop moving for ``quiet_s``: a killed run's
+    Python workers may outlive its driver briefly (docs/spark.md#when-the-driver-dies)."""
+    started = time.monotonic()
+    last, last_change = end_offsets(bootstrap, topic, "read_uncommitted"), time.monotonic()
+    while time.monotonic() - last_change < quiet_s:
+        time.sleep(0.1)  # the poll interval
+        now = end_offsets(bootstrap, topic, "read_uncommitted")
+        if now != last:
+            last, last_change = now, time.monotonic()
+    return last_change - started
 
 
 def test_kill_9_mid_run_then_restart_loses_nothing(clusters, tmp_path, topic_name):
@@ -82,6 +95,8 @@ def test_kill_9_mid_run_then_restart_loses_nothing(clusters, tmp_path, topic_nam
         os.killpg(proc.pid, signal.SIGKILL)  # the driver, its JVM and its Python workers at once
         proc.wait(30)
     writer.join()
+    # The killed run's workers stop writing within a couple of seconds of their driver.
+    assert _writes_settle(clusters.target, t) < 5.0
     at_kill = committed_progress(clusters.target, commit_topic, name)
     written_before_restart = {
         p: [_source_offsets(r) for r in recs] for p, recs in read_all(clusters.target, t).items()

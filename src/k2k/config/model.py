@@ -156,13 +156,15 @@ class Features(K2KModel):
     )
     check_kafka_connection_on_startup: Flag = Field(
         False,
-        description="Accepted for K2K compatibility; the value changes nothing. (In K2K, "
-        "`enabled` runs extra diagnostics when Kafka is unreachable at start; k2k runs none.) "
-        "Whatever the value, `k2k start` first lists the source's topics, then checks the "
-        "control topics on the target; a cluster that does not answer within its "
-        "`connectTimeout` (default 15 s) stops the start with one line naming the cluster, its "
-        "bootstrap address and the client's last error (connection refused, name resolution, "
-        "TLS handshake or authentication failure, with the settings to check).",
+        description="When `k2k start` cannot list the source's topics or check the control "
+        "topics on the target (within `connectTimeout`), check both clusters step by step "
+        "before exiting: DNS of each bootstrap host, TCP connect, TLS handshake (or, without "
+        "TLS, that the listener answers plaintext Kafka requests), SASL authentication, "
+        "metadata (and the advertised brokers), then existence and ACLs of the needed topics "
+        "(writes nothing). One log line per step naming what to fix; the first failing step "
+        "per cluster ends its checks and becomes the one-line error. When disabled, the error "
+        "is the client's last one. `k2k validate --check` runs the same checks on demand "
+        "(docs/operations.md#startup-connection-checks).",
     )
     header_replication: Flag = Field(
         False, description="Copy the source records' headers to the target records."
@@ -177,10 +179,14 @@ class Features(K2KModel):
         True,
         description="Accepted for K2K compatibility; the value changes nothing. (In K2K, "
         "`enabled` sends all of an instance's commit messages to one partition of the commit "
-        "topic.) Whatever the value, k2k writes one progress record per (commit group, source "
-        "topic, source partition), keyed by those three, to the commit-topic partition that "
-        "Kafka's murmur2 hash of the key picks: a source partition's progress always goes to "
-        "the same commit-topic partition, and the records of one runner spread over several.",
+        "topic.) k2k's progress records are compacted, keyed by (commit group, source topic, "
+        "source partition) and placed by Kafka's murmur2 hash of that key, so a source "
+        "partition's progress always lives in the same commit-topic partition, whichever "
+        "instance owns it: readers keep the newest record per key and compaction drops the "
+        "older ones. Pinning an instance's records to one partition would put a key in "
+        "another partition whenever its source partition changes owner, leaving the old "
+        "record there for ever and making the newest one a guess across partitions "
+        "(docs/operations.md#commit-topic-partitions).",
     )
     auto_create_control_topics: Flag = Field(
         False,

@@ -95,6 +95,16 @@ class ReplicatorMetrics:
             p + "fencings.suffered", "{fencing}", "Runners that stood down for another owner"
         )
         self.errors = m.create_counter(p + "errors", "{error}", "Runner and pipeline faults")
+        self.skipped = m.create_counter(
+            p + "bidirectional.skipped",
+            "{record}",
+            "Source records the other direction wrote, not replicated back (counted per lease)",
+        )
+        self.schemas_registered = m.create_counter(
+            p + "schemas.registered",
+            "{schema}",
+            "Schemas resolved on the target registry by schema mapping (counted per lease)",
+        )
         self.records_lost = m.create_counter(
             p + "source.records.lost",
             "{record}",
@@ -149,6 +159,10 @@ class ReplicatorMetrics:
                 self.fencings_suffered.add(1, self._base)
             if s.error:
                 self.errors.add(1, {**self._base, "class": s.error_class or "Unknown"})
+            if s.skipped:
+                self.skipped.add(s.skipped, self._base)
+            if s.schemas_registered:
+                self.schemas_registered.add(s.schemas_registered, self._base)
         with self._lock:
             self._deltas.lease_ended(lease)
         if fencings:

@@ -204,7 +204,13 @@ def make_display(pipeline: str, tty: bool) -> LiveDisplay | LogDisplay:
 def final_summary(pipeline: str, stats: PipelineStats) -> str:
     secs = max(time.monotonic() - stats.started, 1e-9)
     mb = stats.bytes / 1e6
+    extras = ""
+    if stats.skipped:
+        extras += f"; {stats.skipped:,} records of the other direction not copied back"
+    if stats.schemas_registered:
+        extras += f"; {stats.schemas_registered:,} schemas resolved on the target registry"
     return (
         f"{pipeline}: replicated {stats.records:,} records ({mb:,.1f} MB of keys and values) "
         f"in {secs:,.1f} s over {stats.leases} lease(s); remaining lag {stats.lag:,} records"
+        f"{extras}"
     )

@@ -51,6 +51,10 @@ class PipelineStats:
     ends: dict[TP, int] | None = None
     records: int = 0
     bytes: int = 0
+    #: Bidirectional replication: records of the other direction not copied back.
+    skipped: int = 0
+    #: Schema mapping: schemas the runners had the target registry resolve.
+    schemas_registered: int = 0
     leases: int = 0
     topics: int = 0
 

@@ -146,6 +146,10 @@ class RunnerSummary:
     fenced: str | None = None
     #: With telemetry: the runner's last metrics frame (k2k.metrics.frames), all totals.
     metrics: builtins.bytes | None = None
+    #: Bidirectional replication: source records the other direction wrote, not copied back.
+    skipped: int = 0
+    #: Schema mapping: schemas (and references) this runner had the target registry resolve.
+    schemas_registered: int = 0
 
 
 def plan_groups(

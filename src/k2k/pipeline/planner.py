@@ -42,6 +42,7 @@ from k2k.errors import (
     TopicError,
     Unavailable,
 )
+from k2k.kafka.diagnose import diagnosed_on_failure
 from k2k.observability.reachability import ClusterWatch
 from k2k.observability.stats import LiveStats, PipelineStats
 from k2k.pipeline.channel import LeaseControl
@@ -201,12 +202,13 @@ class Planner:
     def _prepare(self) -> _Prepared:
         cfg = self.cfg
         commit = cfg.coordination.commit
-        log.info("connecting to the source at %s", self.discovery.source.bootstrap)
-        self.discovery.source.topics()  # reachability first: a bounded, named failure
-        log.info("checking control topics on the target at %s", self.discovery.target.bootstrap)
-        commit_partitions, assignment_partitions, mapping_partitions = ensure_control_topics(
-            cfg, self.discovery.target
-        )
+        with diagnosed_on_failure(cfg, logging.getLogger("k2k.diagnose")):
+            log.info("connecting to the source at %s", self.discovery.source.bootstrap)
+            self.discovery.source.topics()  # reachability first: a bounded, named failure
+            log.info("checking control topics on the target at %s", self.discovery.target.bootstrap)
+            commit_partitions, assignment_partitions, mapping_partitions = ensure_control_topics(
+                cfg, self.discovery.target
+            )
         self.watch.start()  # both answered: from now on an outage is reported (and when it ends)
         if cfg.features.heartbeats:
             ensure_heartbeats_topic(cfg, self.discovery.target)

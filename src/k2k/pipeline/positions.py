@@ -123,6 +123,8 @@ class StartPositions:
                 stats.committed[tp] = self.starts[tp]
             stats.records += s.records
             stats.bytes += s.bytes
+            stats.skipped += s.skipped
+            stats.schemas_registered += s.schemas_registered
             if s.error:
                 errors.append(s.error)
         return errors

@@ -46,6 +46,7 @@ from k2k.pipeline.faults import DriverGone, Fenced, RunnerFaults
 from k2k.pipeline.observe import observers
 from k2k.pipeline.plan import LeaseSpec, RunnerGroup, RunnerSummary
 from k2k.pipeline.source import SourceReader
+from k2k.schemamapping.mapper import registered_by
 
 __all__ = ["Runner", "run_groups"]
 
@@ -74,8 +75,8 @@ class Runner:
         self.group = group
         self.faults = RunnerFaults(group.transactional_id)
         self.ledger = ProgressLedger(spec, group.ranges, self.faults)
-        #: Records and key+value bytes of a lease that ended cleanly.
-        self.copied = (0, 0)
+        #: Records, key+value bytes and bidirectional skips of a lease that ended cleanly.
+        self.copied = (0, 0, 0)
         #: The runner's metrics (telemetry), fed by the run observer and the commits.
         self.tally = RunTally(spec.lease_id) if spec.telemetry else None
         self.ledger.timing = self.tally
@@ -97,7 +98,8 @@ class Runner:
             if collecting:
                 gc.enable()
         summary.partitions = list(self.ledger.outcomes.values())
-        summary.records, summary.bytes = self.copied
+        summary.records, summary.bytes, summary.skipped = self.copied
+        summary.schemas_registered = registered_by(p.transform for p in self.spec.topics.values())
         summary.seconds = time.monotonic() - started
         if self.tally is not None:
             summary.metrics = self.tally.frame(full=True).encode()
@@ -209,7 +211,7 @@ class Runner:
                 if failure is None:
                     raise
                 raise failure from None
-            self.copied = (copier.records, copier.bytes)
+            self.copied = (copier.records, copier.bytes, copier.skipped)
         except Fenced:
             raise  # the fencer aborted the open transaction; an in-flight commit fails
         except K2KError:

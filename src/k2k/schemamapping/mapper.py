@@ -27,7 +27,7 @@ Invariants:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -47,6 +47,7 @@ __all__ = [
     "clear_process_caches",
     "process_caches",
     "record_name",
+    "registered_by",
     "subject_for",
 ]
 
@@ -280,6 +281,13 @@ class SchemaIdRewrite:
         table = self._key_ids if facet == "key" else self._value_ids
         table[data[:_PREFIX]] = prefix
         return prefix + data[_PREFIX:]
+
+
+def registered_by(transforms: Iterable[object]) -> int:
+    """Schemas the mappers behind ``transforms`` had the target registry resolve; each
+    mapper counted once, as a pipeline's topics share one."""
+    mappers = {id(t.mapper): t.mapper for t in transforms if isinstance(t, SchemaIdRewrite)}
+    return sum(m.registered for m in mappers.values())
 
 
 def _locator(m: Message) -> str:
