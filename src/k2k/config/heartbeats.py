@@ -13,6 +13,7 @@ from pydantic import Field
 
 from k2k.config.base import K2KModel
 from k2k.config.fields import Duration
+from k2k.stages.policies import HEARTBEATS_TOPIC
 
 __all__ = ["Heartbeats"]
 
@@ -25,3 +26,8 @@ class Heartbeats(K2KModel):
         description="Time between two heartbeat records (MM2's "
         "`emit.heartbeats.interval.seconds`, default 1 s).",
     )
+
+    @property
+    def topic(self) -> str:
+        """The target topic heartbeats go to: MM2's fixed ``heartbeats``."""
+        return HEARTBEATS_TOPIC

@@ -400,10 +400,15 @@ def _target_needs(
             if selection.should_replicate(t) and (target := router.route(t)) is not None
         }
 
+    if cfg.features.heartbeats:
+        routed.add(cfg.heartbeats.topic)  # written, and created when missing, as MM2 does
+
     def creatable(topic: str) -> bool:
         if topic in control:
             return cfg.features.auto_create_control_topics
-        return cfg.features.auto_create_topics
+        return cfg.features.auto_create_topics or (
+            cfg.features.heartbeats and topic == cfg.heartbeats.topic
+        )
 
     def missing_fix(topic: str) -> str:
         flag = "autoCreateControlTopics" if topic in control else "autoCreateTopics"
