@@ -389,6 +389,11 @@ CASES = [
         "heartbeats.interval: must be longer than zero, got '0s'",
         id="heartbeats-interval-zero",
     ),
+    pytest.param(
+        {"heartbeats": {"replicate": "sometimes"}},
+        "heartbeats.replicate: invalid value, got 'sometimes'",
+        id="heartbeats-replicate-flag",
+    ),
     # --- features and tracing -------------------------------------------------------------
     pytest.param(
         {

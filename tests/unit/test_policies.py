@@ -162,3 +162,18 @@ def test_other_routings_ignore_aliases() -> None:
     assert cfg.replication_policy() is None
     assert cfg.topic_router().route("orders") == "dr.orders"
     assert not cfg.topic_selection().should_replicate("B.heartbeats.internal")
+
+
+def test_heartbeats_replication_can_be_switched_off() -> None:
+    """MM2's ``heartbeats.replication.enabled=false``: heartbeats topics are then selected
+    like any other topic, and never when they are a cycle or internal."""
+    doc = pipeline({"policy": "alias"}, selection="orders|C\\.heartbeats|B\\.heartbeats")
+    cfg = build_pipeline({**doc, "heartbeats": {"replicate": False}}, {})
+    chosen = {t: cfg.topic_selection().should_replicate(t) for t in _HEARTBEATS}
+    assert chosen == {"heartbeats": False, "C.heartbeats": True, "B.heartbeats": False}
+    default = build_pipeline(doc, {})
+    chosen = {t: default.topic_selection().should_replicate(t) for t in _HEARTBEATS}
+    assert chosen == {"heartbeats": True, "C.heartbeats": True, "B.heartbeats": False}
+
+
+_HEARTBEATS = ["heartbeats", "C.heartbeats", "B.heartbeats"]

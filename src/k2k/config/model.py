@@ -888,7 +888,7 @@ class PipelineConfig(K2KModel):
     )
     heartbeats: Heartbeats = Field(
         default_factory=Heartbeats,
-        description="MirrorMaker 2 heartbeats (`features.heartbeats`).",
+        description="MirrorMaker 2 heartbeats: emitted (`features.heartbeats`) and replicated.",
     )
     error_handling: ErrorHandling = Field(
         default_factory=ErrorHandling, description="Failure policies."
@@ -1087,6 +1087,7 @@ class PipelineConfig(K2KModel):
             excluded=[self.coordination.commit.topic, self.coordination.assignment.topic],
             exclude=source.exclude,
             policy=self.replication_policy(),
+            replicate_heartbeats=self.heartbeats.replicate,
         )
 
     def replication_policy(self) -> ReplicationPolicy | None:

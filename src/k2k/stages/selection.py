@@ -41,7 +41,8 @@ class TopicSelection:
     Internal topics (:func:`is_internal_topic`) and k2k's own control topics (``excluded``)
     are never selected, even when the regex matches them. With a replication ``policy``
     (:mod:`k2k.stages.policies`) MM2's rules apply instead: the policy's internal topics and
-    cycles are never selected, heartbeats topics always are.
+    cycles are never selected, heartbeats topics always are (unless not
+    ``replicate_heartbeats``: then like any other topic).
 
     >>> sel = TopicSelection("orders.*", excluded=["orders-ctl"], exclude="orders\\\\.test.*")
     >>> [sel.should_replicate(t) for t in ["orders", "orders.eu", "xorders", "orders-ctl", "__orders", "orders.test1"]]
@@ -56,9 +57,11 @@ class TopicSelection:
         excluded: Iterable[str] = (),
         exclude: str | list[str] | None = None,
         policy: ReplicationPolicy | None = None,
+        replicate_heartbeats: bool = True,
     ) -> None:
         self._excluded = frozenset(excluded)
         self._policy = policy
+        self._heartbeats = replicate_heartbeats
         self._include = _Names(topic)
         self._exclude = _Names(exclude) if exclude is not None else None
 
@@ -71,7 +74,7 @@ class TopicSelection:
             policy = self._policy
             if policy.is_internal_topic(topic) or policy.is_cycle(topic):
                 return False
-            if policy.is_heartbeats_topic(topic):
+            if self._heartbeats and policy.is_heartbeats_topic(topic):
                 return True
         elif is_internal_topic(topic):
             return False
