@@ -31,6 +31,14 @@ def stages(source: Any, sink: Any) -> dict[str, Any]:
     return {"replication": [{"source": source}, {"sink": sink}]}
 
 
+def policy(rule: dict[str, Any], source_alias: str | None, target_alias: str) -> dict[str, Any]:
+    """A pipeline whose sink names topics by MM2 ``rule`` between the two aliases."""
+    aliases = {"target": {"alias": target_alias}}
+    if source_alias is not None:
+        aliases["source"] = {"alias": source_alias}
+    return {**stages({"topic": "a"}, {"topic": rule}), **aliases}
+
+
 CASES = [
     # --- unknown keys -------------------------------------------------------------------
     pytest.param(
@@ -333,6 +341,58 @@ CASES = [
         {"target": {"kafka": {"common": {"bootstrap.servers": "SRC:9092"}}}},
         "replication.sink.topic: would write every record back into the topic it was read from",
         id="same-cluster-same-name",
+    ),
+    # --- MirrorMaker 2 replication policies and heartbeats --------------------------------
+    pytest.param(
+        stages({"topic": "a"}, {"topic": {"policy": "default"}}),
+        "replication.sink.topic.policy: invalid value, got 'default'; "
+        "expected one of: alias, identity",
+        id="unknown-policy",
+    ),
+    pytest.param(
+        stages({"topic": "a"}, {"topic": {"policy": "alias", "separater": "_"}}),
+        "replication.sink.topic.separater: unknown key; did you mean 'separator'?",
+        id="unknown-policy-key",
+    ),
+    pytest.param(
+        policy({"policy": "alias", "separator": "/"}, "A", "B"),
+        "replication.sink.topic.separator: invalid value, got '/'",
+        id="bad-policy-separator",
+    ),
+    pytest.param(
+        policy({"policy": "alias"}, None, "B"),
+        "source.alias: missing (required by replication.sink.topic: {policy: ...}), got None",
+        id="policy-without-source-alias",
+    ),
+    pytest.param(
+        {"features": {"heartbeats": "enabled"}, "source": {"alias": "A"}},
+        "target.alias: missing (required by features.heartbeats: enabled), got None",
+        id="heartbeats-without-target-alias",
+    ),
+    pytest.param(
+        policy({"policy": "alias"}, "us.west", "B"),
+        "source.alias: contains the policy's separator '.', got 'us.west'",
+        id="alias-contains-separator",
+    ),
+    pytest.param(
+        policy({"policy": "identity"}, "A", "A"),
+        "target.alias: same alias as source.alias, got 'A'",
+        id="same-aliases",
+    ),
+    pytest.param(
+        {"source": {"alias": "a b"}},
+        "source.alias: invalid characters, got 'a b'",
+        id="alias-chars",
+    ),
+    pytest.param(
+        {"heartbeats": {"interval": "0s"}},
+        "heartbeats.interval: must be longer than zero, got '0s'",
+        id="heartbeats-interval-zero",
+    ),
+    pytest.param(
+        {"heartbeats": {"replicate": "sometimes"}},
+        "heartbeats.replicate: invalid value, got 'sometimes'",
+        id="heartbeats-replicate-flag",
     ),
     # --- features and tracing -------------------------------------------------------------
     pytest.param(

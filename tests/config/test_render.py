@@ -36,6 +36,7 @@ def test_renders_k2k_layout(build: Any) -> None:
         "schemaMapping",
         "bidirectional",
         "offsetMapping",
+        "heartbeats",
         "errorHandling",
         "metrics",
         "topicCreation",

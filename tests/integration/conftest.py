@@ -19,6 +19,7 @@ from k2k.local import LocalCluster, free_port
 from k2k.observability.stats import PipelineStats
 from k2k.pipeline.planner import Planner
 from tests.integration.tlsbroker import tls_broker  # noqa: F401 (the shared TLS broker)
+from tests.kafkautil import eventually, read_all
 
 K2K = [sys.executable, "-m", "k2k.cli"]
 
@@ -112,3 +113,17 @@ def committed_progress(target: str, topic: str, group: str) -> dict[tuple[str, i
         return {tp: rec.offset for tp, rec in store.load().items()}
     finally:
         store.close()
+
+
+def wait_progress_past(source: str, target: str, topic: str, name: str) -> None:
+    """Wait until pipeline ``name`` (progress on ``target``) committed past every record of
+    ``topic`` on ``source`` as it is now: anything it would copy back is visible after."""
+    past = {(topic, p): recs[-1].offset + 1 for p, recs in read_all(source, topic).items()}
+    eventually(
+        lambda: all(
+            committed_progress(target, f"__k2k_progress-{name}", name).get(tp, 0) >= o
+            for tp, o in past.items()
+        ),
+        expected=True,
+        timeout=120,
+    )

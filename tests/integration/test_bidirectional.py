@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from k2k.kafka.admin import ClusterView
-from tests.integration.conftest import committed_progress, pipeline_dict, write_pipeline
+from tests.integration.conftest import pipeline_dict, wait_progress_past, write_pipeline
 from tests.integration.procs import K2KProcess
 from tests.kafkautil import create_topic, eventually, produce, read_all
 
@@ -83,15 +83,7 @@ def test_two_directions_copy_every_record_once_without_loops(clusters, tmp_path,
         # Quiet: both pipelines' committed progress is past every record of their source
         # (replicated or skipped), so any copy going back would be visible by now.
         for side, target, name in ((a, b, ab), (b, a, ba)):
-            past = {(t, p): recs[-1].offset + 1 for p, recs in read_all(side, t).items()}
-            eventually(
-                lambda target=target, name=name, past=past: all(
-                    committed_progress(target, f"__k2k_progress-{name}", name).get(tp, 0) >= o
-                    for tp, o in past.items()
-                ),
-                expected=True,
-                timeout=120,
-            )
+            wait_progress_past(side, target, t, name)
     finally:
         codes = [p.stop() for p in procs]
     assert codes == [0, 0], [p.output()[-3000:] for p in procs]

@@ -179,3 +179,21 @@ def test_start_explains_a_failed_connection_step_by_step(tls_broker, topic, tmp_
     assert "target TCP connect: FAILED: " in checked.stderr
     error = next(ln for ln in checked.stderr.splitlines() if ln.startswith("error:"))
     assert "failed the connection check at TCP connect" in error, error
+
+
+def test_heartbeats_topic_is_checked_on_the_target(tls_broker, topic, tmp_path, topic_name):
+    """With ``features.heartbeats`` the target's ``heartbeats`` topic is one the pipeline
+    writes (and creates when missing), so the check covers it; the source's is not."""
+    doc = _doc(tls_broker, topic, topic_name("pdiag"))
+    doc["features"]["heartbeats"] = "enabled"
+    doc["source"]["alias"], doc["target"]["alias"] = "A", "B"
+    result = _check(tmp_path, doc)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    checked = {
+        cluster: line.split(" checked: ")[1].rstrip(")").split(", ")
+        for line in lines
+        for cluster in ("source", "target")
+        if line.startswith(f"{cluster} topics: ok (")
+    }
+    assert "heartbeats" in checked["target"] and "heartbeats" not in checked["source"], lines

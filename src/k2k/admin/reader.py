@@ -129,7 +129,7 @@ class PipelineReader:
         planner's discovery rule; listed topics that do not exist are simply absent)."""
         cfg = self.cfg
         selection = cfg.topic_selection()
-        router = cfg.replication.sink.topic
+        router = cfg.topic_router()
         return {
             name: info
             for name, info in sorted(self.source_topics().items())

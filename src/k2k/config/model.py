@@ -42,14 +42,16 @@ from k2k.config.fields import (
     parse_flag,
     regex_or_names,
 )
+from k2k.config.heartbeats import Heartbeats
 from k2k.config.hints import FieldDoc
 from k2k.config.mapping import OffsetMappingSettings
 from k2k.config.metrics import PipelineMetrics
 from k2k.config.routing import (
     FORMS,
     ExplicitTopicMap,
+    PolicyRule,
     SameTopicName,
-    TopicRouting,
+    SinkTopic,
     parse_sink_topic,
     routing_to_yaml,
 )
@@ -60,6 +62,8 @@ from k2k.config.schema_mapping import (
 )
 from k2k.config.topics import TopicCreation
 from k2k.errors import ConfigError
+from k2k.stages.policies import ReplicationPolicy
+from k2k.stages.routing import TopicRouter
 from k2k.stages.selection import TopicSelection
 
 __all__ = [
@@ -220,6 +224,12 @@ class Features(K2KModel):
         "marked by the other direction are not replicated (their offsets still count as "
         "replicated). See `bidirectional` and docs/operations.md#bidirectional-replication.",
     )
+    heartbeats: Flag = Field(
+        False,
+        description="Emit MirrorMaker 2 heartbeats into the target's `heartbeats` topic every "
+        "`heartbeats.interval` (needs `source.alias` and `target.alias`; docs/mm2.md). MM2 "
+        "emits them by default; k2k only when enabled.",
+    )
     offset_mapping: Flag = Field(
         False,
         description="Write source->target offset mappings (one record per contiguous run of "
@@ -320,12 +330,24 @@ class TargetKafka(_KafkaRoles):
     )
 
 
+_ALIAS_DOC = FieldDoc(
+    "string | null", "a name made of letters, digits, '.', '_' and '-' (it is used in topic names)"
+)
+
+
 class _Cluster(K2KModel):
     """Behaviour shared by the source and target sections."""
 
     ROLES: ClassVar[tuple[str, ...]] = ()
     CLUSTER: ClassVar[str] = ""
     kafka: Any
+    alias: Annotated[str | None, _ALIAS_DOC] = Field(
+        None,
+        min_length=1,
+        pattern=r"^[A-Za-z0-9._-]+$",
+        description="The cluster's name in MirrorMaker 2 terms (MM2's `clusters` entries): "
+        "used by `replication.sink.topic: {policy: ...}` and heartbeats. Null: unnamed.",
+    )
 
     def _layers(self, role: str) -> list[tuple[str, clients.Properties]]:
         return [("common", self.kafka.common), (role, getattr(self.kafka, role))]
@@ -415,7 +437,9 @@ class SourceStage(K2KModel):
         description="A regular expression (Python `re` syntax, which agrees with Java's for the "
         "usual patterns) matched against the whole topic name, e.g. `orders\\..*`; or a list of "
         "exact topic names. Internal topics (`__*`, `.*`, `*.internal`) and k2k's control topics "
-        "are never replicated, nor are those `exclude` names."
+        "are never replicated, nor are those `exclude` names. With a replication policy "
+        "(`replication.sink.topic: {policy: ...}`) MM2's rules apply on top: also `*-internal` "
+        "never, cycles never, heartbeats topics always (docs/mm2.md)."
     )
     discovery_interval: Duration = Field(
         timedelta(seconds=30),
@@ -467,15 +491,21 @@ class SinkStage(K2KModel):
 
     name: str = Field("sink", min_length=1, description="Label of the stage (logs, metrics).")
     topic: Annotated[
-        TopicRouting,
+        SinkTopic,
         PlainSerializer(routing_to_yaml),
-        FieldDoc("`source` | topic name | {prefix, suffix} | {map: {...}}", FORMS),
+        FieldDoc(
+            "`source` | topic name | {prefix, suffix} | {map: {...}} | {policy, separator}", FORMS
+        ),
     ] = Field(
         default_factory=SameTopicName,
         description="Target topic naming: `source` keeps the source name; `{prefix: 'eu.', "
         "suffix: '.copy'}` wraps it; any other string sends every record to that one topic; "
         "`{map: {orders: orders-dr}}` names each target explicitly (selected topics missing from "
-        "the map are not replicated).",
+        "the map are not replicated); `{policy: alias, separator: '.'}` names it as "
+        "MirrorMaker 2's DefaultReplicationPolicy does (`<source.alias>.<topic>`, cycles "
+        "detected by name) and `{policy: identity}` as its IdentityReplicationPolicy (the "
+        "source name; cannot detect cycles); both need `source.alias` and `target.alias` and "
+        "apply MM2's internal-topic and heartbeats rules to the selection (docs/mm2.md).",
     )
     partition: Annotated[
         Literal["source", "hash", "producer"],
@@ -498,7 +528,7 @@ class SinkStage(K2KModel):
 
     @field_validator("topic", mode="before")
     @classmethod
-    def _routing(cls, value: Any) -> TopicRouting:
+    def _routing(cls, value: Any) -> SinkTopic:
         return parse_sink_topic(value)
 
     @field_validator("partition", mode="before")
@@ -856,6 +886,10 @@ class PipelineConfig(K2KModel):
         default_factory=OffsetMappingSettings,
         description="The offset-mapping topic (`features.offsetMapping`) and its retention.",
     )
+    heartbeats: Heartbeats = Field(
+        default_factory=Heartbeats,
+        description="MirrorMaker 2 heartbeats: emitted (`features.heartbeats`) and replicated.",
+    )
     error_handling: ErrorHandling = Field(
         default_factory=ErrorHandling, description="Failure policies."
     )
@@ -929,8 +963,42 @@ class PipelineConfig(K2KModel):
         problems.extend(self._partitioner_problems())
         if self.features.bidirectional_replication:
             problems.extend(self._bidirectional_problems())
+        problems.extend(self._alias_problems())
         _raise(problems)
         return self
+
+    def _alias_problems(self) -> list[Problem]:
+        """A replication policy and heartbeats name both clusters, by two different aliases
+        that the policy can read back out of topic names."""
+        routing = self.replication.sink.topic
+        needs = (
+            "replication.sink.topic: {policy: ...}"
+            if isinstance(routing, PolicyRule)
+            else "features.heartbeats: enabled"
+            if self.features.heartbeats
+            else None
+        )
+        if needs is None:
+            return []
+        separator = routing.separator if isinstance(routing, PolicyRule) else None
+        problems: list[Problem] = []
+        for side in ("source", "target"):
+            alias = getattr(self, side).alias
+            if alias is None:
+                what = f"missing (required by {needs})"
+                expected = "the cluster's alias, e.g. the name MM2's `clusters` gives it"
+                problems.append(((side, "alias"), describe(what, got=alias, expected=expected)))
+            elif separator is not None and separator in alias:
+                what = f"contains the policy's separator {separator!r}"
+                expected = "an alias without it (topic names could not be read back)"
+                problems.append(((side, "alias"), describe(what, got=alias, expected=expected)))
+        if not problems and self.source.alias == self.target.alias:
+            what = "same alias as source.alias"
+            expected = "a different alias for each cluster"
+            problems.append(
+                (("target", "alias"), describe(what, got=self.target.alias, expected=expected))
+            )
+        return problems
 
     def _bidirectional_problems(self) -> list[Problem]:
         """The marker header must not be a tracing header: each would overwrite the other."""
@@ -1018,7 +1086,27 @@ class PipelineConfig(K2KModel):
             source.topic,
             excluded=[self.coordination.commit.topic, self.coordination.assignment.topic],
             exclude=source.exclude,
+            policy=self.replication_policy(),
+            replicate_heartbeats=self.heartbeats.replicate,
         )
+
+    def replication_policy(self) -> ReplicationPolicy | None:
+        """The MM2 replication policy of ``replication.sink.topic`` between the two
+        aliases; None when the sink names topics another way."""
+        rule = self.replication.sink.topic
+        if not isinstance(rule, PolicyRule):
+            return None
+        assert self.source.alias is not None and self.target.alias is not None  # validated
+        return rule.bind(self.source.alias, self.target.alias)
+
+    def topic_router(self) -> TopicRouter:
+        """What maps each source topic to its target topic (``replication.sink.topic``)."""
+        routing = self.replication.sink.topic
+        if isinstance(routing, PolicyRule):
+            policy = self.replication_policy()
+            assert policy is not None
+            return policy
+        return routing
 
     def start_offset_kind(self) -> Literal["earliest", "latest"]:
         """Where a partition without progress starts: the source consumer's

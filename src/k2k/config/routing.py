@@ -1,7 +1,9 @@
 """The sink stage's topic routing as written in YAML, parsed into one value type per form.
 
-``replication[].sink.topic`` takes four forms; each becomes one routing policy of
-:mod:`k2k.stages.routing` (a frozen value that also routes):
+``replication[].sink.topic`` takes five forms; the first four become one routing policy of
+:mod:`k2k.stages.routing` (a frozen value that also routes), the fifth a MirrorMaker 2
+replication policy of :mod:`k2k.stages.policies`, bound to ``source.alias`` and
+``target.alias`` by the pipeline (``PipelineConfig.topic_router``):
 
 =========================================  ===========================  =======================
 YAML                                       class                        target topic
@@ -12,6 +14,9 @@ any other string, e.g. ``all-events``      :class:`StaticTopicName`     that one
 ``{map: {orders: orders-dr}}``             :class:`ExplicitTopicMap`    the mapped name; source
                                                                         topics not in the map are
                                                                         not replicated
+``{policy: alias, separator: "."}``        :class:`PolicyRule`          ``<source alias>.name``
+``{policy: identity}``                     :class:`PolicyRule`          the name (heartbeats:
+                                                                        ``<source alias>.name``)
 =========================================  ===========================  =======================
 
 >>> parse_sink_topic("source")
@@ -22,17 +27,21 @@ PrefixSuffixTopicName(prefix='eu.', suffix='')
 StaticTopicName(topic='all-events')
 >>> parse_sink_topic({"map": {"orders": "orders-dr"}})
 ExplicitTopicMap(mapping={'orders': 'orders-dr'})
+>>> parse_sink_topic({"policy": "alias"})
+PolicyRule(policy='alias', separator='.')
 >>> routing_to_yaml(ExplicitTopicMap({"a": "b"}))
 {'map': {'a': 'b'}}
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from k2k.config.errors import Problem, describe, problems_error, suggest_key
 from k2k.config.fields import TOPIC_NAME_RULE, check_topic_name
+from k2k.stages.policies import DEFAULT_SEPARATOR, PolicyRule
 from k2k.stages.routing import (
     ExplicitTopicMap,
     PrefixSuffixTopicName,
@@ -41,10 +50,15 @@ from k2k.stages.routing import (
     TopicRouting,
 )
 
+#: What ``replication[].sink.topic`` holds: a router, or a policy rule awaiting the aliases.
+SinkTopic = TopicRouting | PolicyRule
+
 __all__ = [
     "ExplicitTopicMap",
+    "PolicyRule",
     "PrefixSuffixTopicName",
     "SameTopicName",
+    "SinkTopic",
     "StaticTopicName",
     "TopicRouting",
     "parse_sink_topic",
@@ -52,7 +66,12 @@ __all__ = [
 ]
 
 _SAME = "source"
-FORMS = "'source', a topic name, {prefix: ..., suffix: ...} or {map: {source-topic: target-topic}}"
+FORMS = (
+    "'source', a topic name, {prefix: ..., suffix: ...}, {map: {source-topic: target-topic}} "
+    "or {policy: alias | identity, separator: ...}"
+)
+_POLICIES = ("alias", "identity")
+_SEPARATOR = re.compile(r"[A-Za-z0-9._-]+")
 
 
 def _prefix_suffix(value: Mapping[Any, Any]) -> PrefixSuffixTopicName:
@@ -99,10 +118,31 @@ def _explicit_map(value: Mapping[Any, Any]) -> ExplicitTopicMap:
     return ExplicitTopicMap(dict(mapping))
 
 
-def parse_sink_topic(value: Any) -> TopicRouting:
+def _policy_rule(value: Mapping[Any, Any]) -> PolicyRule:
+    problems: list[Problem] = [
+        ((str(key),), suggest_key(str(key), ["policy", "separator"]))
+        for key in value
+        if key not in ("policy", "separator")
+    ]
+    policy, separator = value.get("policy"), value.get("separator", DEFAULT_SEPARATOR)
+    if policy not in _POLICIES:
+        expected = "one of: alias, identity"
+        problems.append((("policy",), describe("invalid value", got=policy, expected=expected)))
+    if not isinstance(separator, str) or not _SEPARATOR.fullmatch(separator):
+        expected = "a non-empty string of the characters a-z A-Z 0-9 . _ -"
+        problems.append(
+            (("separator",), describe("invalid value", got=separator, expected=expected))
+        )
+    if problems:
+        raise problems_error(problems)
+    return PolicyRule("alias" if policy == "alias" else "identity", separator)
+
+
+def parse_sink_topic(value: Any) -> SinkTopic:
     """Parse the sink ``topic`` value (see the module table); raise a k2k problem otherwise."""
     if isinstance(
-        value, SameTopicName | PrefixSuffixTopicName | StaticTopicName | ExplicitTopicMap
+        value,
+        SameTopicName | PrefixSuffixTopicName | StaticTopicName | ExplicitTopicMap | PolicyRule,
     ):
         return value
     if value is None or value == _SAME:
@@ -115,12 +155,16 @@ def parse_sink_topic(value: Any) -> TopicRouting:
             )
         return StaticTopicName(value)
     if isinstance(value, Mapping):
+        if "policy" in value:
+            return _policy_rule(value)
         return _explicit_map(value) if "map" in value else _prefix_suffix(value)
     raise problems_error([((), describe("wrong type", got=value, expected=FORMS))])
 
 
-def routing_to_yaml(routing: TopicRouting) -> Any:
+def routing_to_yaml(routing: SinkTopic) -> Any:
     """The YAML form :func:`parse_sink_topic` reads back to an equal value."""
+    if isinstance(routing, PolicyRule):
+        return {"policy": routing.policy, "separator": routing.separator}
     if isinstance(routing, PrefixSuffixTopicName):
         return {"prefix": routing.prefix, "suffix": routing.suffix}
     if isinstance(routing, StaticTopicName):

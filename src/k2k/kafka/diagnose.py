@@ -367,7 +367,7 @@ def _denied(topic: str, operations: Iterable[AclOperation]) -> tuple[str, str]:
 
 def _source_needs(cfg: PipelineConfig) -> Callable[[ClusterMetadata], TopicNeeds]:
     """The selected source topics; listed ones must exist. Read-only: Describe and Read."""
-    selection, router = cfg.topic_selection(), cfg.replication.sink.topic
+    selection, router = cfg.topic_selection(), cfg.topic_router()
 
     def needs(metadata: ClusterMetadata) -> TopicNeeds:
         listed = cfg.replication.source.topic
@@ -393,17 +393,22 @@ def _target_needs(
         control.add(cfg.offset_mapping.topic)
     routed: set[str] = set()
     if source is not None:
-        selection, router = cfg.topic_selection(), cfg.replication.sink.topic
+        selection, router = cfg.topic_selection(), cfg.topic_router()
         routed = {
             target
             for t in source.topics
             if selection.should_replicate(t) and (target := router.route(t)) is not None
         }
 
+    if cfg.features.heartbeats:
+        routed.add(cfg.heartbeats.topic)  # written, and created when missing, as MM2 does
+
     def creatable(topic: str) -> bool:
         if topic in control:
             return cfg.features.auto_create_control_topics
-        return cfg.features.auto_create_topics
+        return cfg.features.auto_create_topics or (
+            cfg.features.heartbeats and topic == cfg.heartbeats.topic
+        )
 
     def missing_fix(topic: str) -> str:
         flag = "autoCreateControlTopics" if topic in control else "autoCreateTopics"

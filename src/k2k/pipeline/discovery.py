@@ -52,7 +52,7 @@ class Discovery:
 
     def __init__(self, cfg: PipelineConfig) -> None:
         self.cfg = cfg
-        self.router: TopicRouter = cfg.replication.sink.topic
+        self.router: TopicRouter = cfg.topic_router()
         self.selection = cfg.topic_selection()
         self.source = ClusterView.of(cfg.source)
         self.target = ClusterView.of(cfg.target)

@@ -1,7 +1,8 @@
 """The planner: the driver loop of ``k2k start``.
 
-Runs on: driver. After preparing (control topics, membership, committed progress, a first
-discovery, Spark and the lease channel), one pass of the loop is one *lease*:
+Runs on: driver. After preparing (control topics, MM2 heartbeats, membership, committed
+progress, a first discovery, Spark and the lease channel), one pass of the loop is one
+*lease*:
 
 1. **discover** the selected source topics and their routes, create or check the target
    topics (:mod:`k2k.pipeline.discovery`);
@@ -46,6 +47,7 @@ from k2k.observability.reachability import ClusterWatch
 from k2k.observability.stats import LiveStats, PipelineStats
 from k2k.pipeline.channel import LeaseControl
 from k2k.pipeline.discovery import Discovery
+from k2k.pipeline.heartbeats import HeartbeatEmitter, ensure_heartbeats_topic
 from k2k.pipeline.lease import LeaseJob, lease_template, open_channel
 from k2k.pipeline.mappings import MappingPublisher
 from k2k.pipeline.membership import Membership
@@ -124,6 +126,7 @@ class Planner:
         self.telemetry = telemetry
         self.metrics: ReplicatorMetrics | None = None
         self.outages: OutageRider | None = None
+        self.heartbeats: HeartbeatEmitter | None = None
         self._fencings = 0
 
     # -- public --------------------------------------------------------------------------
@@ -170,9 +173,12 @@ class Planner:
             self.close()
 
     def close(self) -> None:
-        """Runs on: driver. Leave the commit group, then close the lease channel, the
+        """Runs on: driver. Stop the heartbeats, leave the commit group, then close the lease channel, the
         progress store and the Spark session this planner started (idempotent)."""
         self.watch.close()
+        if self.heartbeats is not None:
+            self.heartbeats.close()
+            self.heartbeats = None
         if self.membership is not None:
             self.membership.close()
             self.membership = None
@@ -204,6 +210,10 @@ class Planner:
                 cfg, self.discovery.target
             )
         self.watch.start()  # both answered: from now on an outage is reported (and when it ends)
+        if cfg.features.heartbeats:
+            ensure_heartbeats_topic(cfg, self.discovery.target)
+            self.heartbeats = HeartbeatEmitter(cfg)
+            self.heartbeats.start()
         log.info("joining commit group %s", cfg.commit_group)
         self.membership = Membership(cfg, self.member, self.standby, assignment_partitions)
         self.membership.join()

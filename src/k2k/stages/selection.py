@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from k2k.stages.policies import ReplicationPolicy
 
 __all__ = ["TopicSelection", "is_internal_topic"]
 
@@ -35,7 +39,10 @@ class TopicSelection:
     exact names) minus ``exclude`` (the same two forms); exclude wins.
 
     Internal topics (:func:`is_internal_topic`) and k2k's own control topics (``excluded``)
-    are never selected, even when the regex matches them.
+    are never selected, even when the regex matches them. With a replication ``policy``
+    (:mod:`k2k.stages.policies`) MM2's rules apply instead: the policy's internal topics and
+    cycles are never selected, heartbeats topics always are (unless not
+    ``replicate_heartbeats``: then like any other topic).
 
     >>> sel = TopicSelection("orders.*", excluded=["orders-ctl"], exclude="orders\\\\.test.*")
     >>> [sel.should_replicate(t) for t in ["orders", "orders.eu", "xorders", "orders-ctl", "__orders", "orders.test1"]]
@@ -49,15 +56,27 @@ class TopicSelection:
         topic: str | list[str],
         excluded: Iterable[str] = (),
         exclude: str | list[str] | None = None,
+        policy: ReplicationPolicy | None = None,
+        replicate_heartbeats: bool = True,
     ) -> None:
         self._excluded = frozenset(excluded)
+        self._policy = policy
+        self._heartbeats = replicate_heartbeats
         self._include = _Names(topic)
         self._exclude = _Names(exclude) if exclude is not None else None
 
     def should_replicate(self, topic: str) -> bool:
-        """False for internal, control and excluded topics; else whether the regex or names
-        match."""
-        if topic in self._excluded or is_internal_topic(topic):
+        """False for internal, control and excluded topics and cycles; True for heartbeats
+        topics under a policy; else whether the regex or names match."""
+        if topic in self._excluded:
+            return False
+        if self._policy is not None:
+            policy = self._policy
+            if policy.is_internal_topic(topic) or policy.is_cycle(topic):
+                return False
+            if self._heartbeats and policy.is_heartbeats_topic(topic):
+                return True
+        elif is_internal_topic(topic):
             return False
         if self._exclude is not None and self._exclude.match(topic):
             return False

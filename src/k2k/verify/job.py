@@ -74,7 +74,7 @@ def plan_tasks(
             f"(replicated now: {known})"
         )
     chosen = {t: selected[t] for t in (topics or selected)}
-    router = cfg.replication.sink.topic
+    router = cfg.topic_router()
     routes = {t: router.route(t) or t for t in chosen}
     tps: list[TP] = [(t, p) for t, info in chosen.items() for p in range(info.partitions)]
     progress = {} if whole_topics else reader.progress()
