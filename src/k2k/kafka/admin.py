@@ -21,6 +21,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import (
+    AlterConfigOpType,
+    ConfigEntry,
     ConfigResource,
     ConfigSource,
     NewPartitions,
@@ -201,6 +203,34 @@ class ClusterView:
     def topic_config(self, topic: str) -> dict[str, str]:
         """Every effective config value of ``topic`` (defaults included)."""
         return {n: e.value for n, e in self._describe(topic).items() if e.value is not None}
+
+    def alter_topic_configs(
+        self, topic: str, updates: Mapping[str, str], removals: Iterable[str] = ()
+    ) -> None:
+        """Set ``updates`` on ``topic`` and remove its own values of ``removals`` (the
+        cluster's default applies again), in one IncrementalAlterConfigs request; the configs
+        not named keep their values."""
+        entries = [
+            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+            for name, value in sorted(updates.items())
+        ] + [
+            ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE)
+            for name in sorted(removals)
+        ]
+        if not entries:
+            return
+        res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
+        try:
+            futures = self.admin.incremental_alter_configs([res], request_timeout=self.timeout_s)
+            futures[res].result()
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if isinstance(err, KafkaError) and err.retriable():
+                raise self._failure(exc, f"altering the configs of topic {topic}") from None
+            raise TopicError(
+                f"{self.cluster} cluster at {self.bootstrap}: cannot alter the configs of topic "
+                f"{topic!r}: {err.str() if isinstance(err, KafkaError) else exc}"
+            ) from None
 
     def create_topic(
         self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str]

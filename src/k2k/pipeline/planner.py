@@ -44,6 +44,7 @@ from k2k.errors import (
 from k2k.observability.reachability import ClusterWatch
 from k2k.observability.stats import LiveStats, PipelineStats
 from k2k.pipeline.channel import LeaseControl
+from k2k.pipeline.configsync import TopicConfigSync
 from k2k.pipeline.discovery import Discovery
 from k2k.pipeline.lease import LeaseJob, lease_template, open_channel
 from k2k.pipeline.mappings import MappingPublisher
@@ -106,6 +107,7 @@ class Planner:
         self.on_tick = on_tick
         self.stats = PipelineStats()
         self.discovery = Discovery(cfg)
+        self.config_sync = TopicConfigSync.of(cfg, self.discovery.source, self.discovery.target)
         self.watch = ClusterWatch(
             {"source": self.discovery.source, "target": self.discovery.target}
         )
@@ -331,7 +333,7 @@ class Planner:
             groups,
             reassigned=lambda: membership.changed(members, claims),
             tick=live.tick,
-            topics_changed=None if self.until_caught_up else self.discovery.topics_changed,
+            topics_changed=None if self.until_caught_up else self._check_topics,
         )
         membership.release(spec.lease_id, groups, summaries)
         if self.metrics is not None:
@@ -358,6 +360,13 @@ class Planner:
             raise (SchemaMappingError if mapping else ReplicationError)(
                 (mapping or failed)[0].error
             )
+
+    def _check_topics(self) -> bool:
+        """Runs on: driver, every discovery interval while a lease runs. Syncs topic configs
+        when due (they need no new lease); True when the topics changed (a new lease)."""
+        if self.config_sync is not None:
+            self.config_sync.maybe_sync(self.discovery.routes())
+        return self.discovery.topics_changed()
 
     def _check_targets_after_failure(self) -> None:
         """A target topic deleted while replicating is why a lease's writes failed: say that
