@@ -6,6 +6,9 @@
 * While a pipeline runs, source config changes reach the target within
   ``configSyncInterval``: changed values set, a dropped config removed, excluded ones (and
   the operator's values of them on the target) untouched; records keep flowing.
+* On brokers with an authorizer, the source topic's literal ACLs reach the target topic as
+  MM2 copies them, minus anything that grants writing: ALLOW ALL becomes READ, WRITE and
+  ALTER are dropped, DENY is kept; prefixed ACLs and other topics' are not copied.
 
 Partition growth without a restart is covered by
 test_topic_lifecycle.py::test_running_pipeline_follows_growth_deletion_and_recreation.
@@ -13,17 +16,26 @@ test_topic_lifecycle.py::test_running_pipeline_follows_growth_deletion_and_recre
 
 from __future__ import annotations
 
+import os
+from types import SimpleNamespace
+
 import pytest
 from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
     ConfigSource,
+    ResourcePatternType,
     ResourceType,
 )
 
 from k2k.errors import K2KError
+from k2k.local import LocalCluster, free_port
 from tests.integration.conftest import BASE_TS, pipeline_dict, write_pipeline
 from tests.integration.procs import K2KProcess
 from tests.kafkautil import create_topic, end_offsets, eventually, produce, read_all
@@ -141,3 +153,106 @@ def test_created_topic_is_filtered_and_configs_follow_the_source_while_running(
         code = proc.stop()
     assert code == 0, proc.output()[-3000:]
     assert "Traceback" not in proc.output()
+
+
+@pytest.fixture(scope="module")
+def acl_cluster(tmp_path_factory):
+    """One broker with KRaft's StandardAuthorizer; the tests' clients are ANONYMOUS, a super
+    user, so ACLs for other principals are data to copy, not restrictions on the test. Source
+    and target at once (topics routed to ``copy.<name>``): one broker is half the cost."""
+    overrides = {
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:ANONYMOUS",
+    }
+    cluster = LocalCluster(
+        "acl",
+        free_port(),
+        tmp_path_factory.mktemp("acl"),
+        broker_overrides=overrides,
+        owner_pid=os.getpid(),
+    )
+    cluster.start(timeout=120)
+    try:
+        yield cluster.bootstrap
+    finally:
+        cluster.stop()
+
+
+def _acl(topic: str, principal: str, op, permission=AclPermissionType.ALLOW, **kw) -> AclBinding:
+    pattern = kw.get("pattern", ResourcePatternType.LITERAL)
+    return AclBinding(
+        ResourceType.TOPIC, topic, pattern, principal, kw.get("host", "*"), op, permission
+    )
+
+
+def _topic_acls(bootstrap: str, topic: str) -> set[AclBinding]:
+    any_acl = AclBindingFilter(
+        ResourceType.TOPIC,
+        topic,
+        ResourcePatternType.ANY,
+        None,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return set(admin.describe_acls(any_acl, request_timeout=30).result())
+
+
+def _create_acls(bootstrap: str, bindings: list[AclBinding]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_acls(bindings, request_timeout=30).values():
+        future.result()
+
+
+def test_topic_acls_are_synced_read_only_on_brokers_with_an_authorizer(
+    acl_cluster, tmp_path, topic_name
+):
+    """One ``k2k start`` routing ``t`` to ``copy.t`` with ``aclSyncInterval: 2 seconds``:
+    the copied ACLs are exactly the reading ones (ALL as READ) and the DENY; an ACL added to
+    the source topic while running follows; the source's ACLs are unchanged."""
+    t, other = topic_name("acl"), topic_name("aclother")
+    target = f"copy.{t}"
+    create_topic(acl_cluster, t, 2)
+    produce(acl_cluster, t, _records(0, 50))
+    source_acls = [
+        _acl(t, "User:alice", AclOperation.READ),
+        _acl(t, "User:bob", AclOperation.ALL),
+        _acl(t, "User:carol", AclOperation.WRITE),
+        _acl(t, "User:hank", AclOperation.ALTER),
+        _acl(t, "User:dave", AclOperation.READ, AclPermissionType.DENY),
+        _acl(t, "User:erin", AclOperation.DESCRIBE, host="10.0.0.1"),
+        _acl(t[:-2], "User:frank", AclOperation.READ, pattern=ResourcePatternType.PREFIXED),
+        _acl(other, "User:gina", AclOperation.READ),
+    ]
+    _create_acls(acl_cluster, source_acls)
+    doc = pipeline_dict(
+        SimpleNamespace(source=acl_cluster, target=acl_cluster),
+        topic_name("pacl"),
+        [t],
+        topicCreation={"replicated": {"aclSyncInterval": "2 seconds"}},
+    )
+    doc["replication"][0]["source"]["discoveryInterval"] = "1 second"
+    doc["replication"][1]["sink"]["topic"] = {"prefix": "copy."}
+    before = _topic_acls(acl_cluster, t)
+    proc = K2KProcess(write_pipeline(tmp_path, doc), tmp_path / "k2k.log")
+    try:
+        expected = {
+            _acl(target, "User:alice", AclOperation.READ),
+            _acl(target, "User:bob", AclOperation.READ),
+            _acl(target, "User:dave", AclOperation.READ, AclPermissionType.DENY),
+            _acl(target, "User:erin", AclOperation.DESCRIBE, host="10.0.0.1"),
+        }
+        eventually(lambda: _topic_acls(acl_cluster, target), expected, 120, 0.5)
+        _create_acls(acl_cluster, [_acl(t, "User:ivan", AclOperation.DESCRIBE_CONFIGS)])
+        expected.add(_acl(target, "User:ivan", AclOperation.DESCRIBE_CONFIGS))
+        eventually(lambda: _topic_acls(acl_cluster, target), expected, 60, 0.5)
+        src = _contents(acl_cluster, t)
+        eventually(lambda: _contents(acl_cluster, target), src, 60, 0.5, (K2KError,))
+        assert "synced topic ACL to the target: ALLOW READ on topic " + target in proc.output()
+    finally:
+        code = proc.stop()
+    assert code == 0, proc.output()[-3000:]
+    assert _topic_acls(acl_cluster, t) - before == {
+        _acl(t, "User:ivan", AclOperation.DESCRIBE_CONFIGS)
+    }

@@ -341,6 +341,22 @@ class ReplicatedTopicCreation(K2KModel):
         "`replication[].source.discoveryInterval`.",
     )
 
+    acl_sync: Flag = Field(
+        True,
+        description="While the pipeline runs, add the source topics' literal ACLs that let a "
+        "principal read (READ, DESCRIBE, DESCRIBE_CONFIGS; ALL is copied as READ) or deny "
+        "anything to their target topics every `aclSyncInterval`, as MirrorMaker 2's "
+        "`sync.topic.acls.enabled`; ACLs that grant writing or changing a target topic are "
+        "never copied, and none are removed. Skipped (said once) when either cluster has no "
+        "authorizer. With `features.autoCreateTopics` only.",
+    )
+    acl_sync_interval: Duration = Field(
+        timedelta(minutes=10),
+        description="How often `aclSync` compares ACLs (MirrorMaker 2's "
+        "`sync.topic.acls.interval.seconds`, 600 s by default); checked every "
+        "`replication[].source.discoveryInterval`, first at the first check.",
+    )
+
     @model_validator(mode="before")
     @classmethod
     def _one_spelling(cls, data: Any) -> Any:

@@ -21,6 +21,10 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
@@ -28,6 +32,7 @@ from confluent_kafka.admin import (
     NewPartitions,
     NewTopic,
     OffsetSpec,
+    ResourcePatternType,
     ResourceType,
 )
 
@@ -231,6 +236,38 @@ class ClusterView:
                 f"{self.cluster} cluster at {self.bootstrap}: cannot alter the configs of topic "
                 f"{topic!r}: {err.str() if isinstance(err, KafkaError) else exc}"
             ) from None
+
+    def literal_topic_acls(self) -> list[AclBinding] | None:
+        """Every ACL binding on a topic with a literal resource pattern; None when the
+        cluster has no authorizer (it keeps no ACLs)."""
+        # None matches any name, principal and host (the stubs type them as str only).
+        wanted = AclBindingFilter(
+            ResourceType.TOPIC,
+            None,  # type: ignore[arg-type]
+            ResourcePatternType.LITERAL,
+            None,  # type: ignore[arg-type]
+            None,  # type: ignore[arg-type]
+            AclOperation.ANY,
+            AclPermissionType.ANY,
+        )
+        try:
+            return list(self.admin.describe_acls(wanted, request_timeout=self.timeout_s).result())
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if isinstance(err, KafkaError) and err.code() == KafkaError.SECURITY_DISABLED:
+                return None
+            raise self._failure(exc, "describing topic ACLs") from None
+
+    def create_acls(self, bindings: Iterable[AclBinding]) -> None:
+        """Create ``bindings`` (one that exists already is left as it is)."""
+        wanted = list(bindings)
+        if not wanted:
+            return
+        try:
+            for future in self.admin.create_acls(wanted, request_timeout=self.timeout_s).values():
+                future.result()
+        except KafkaException as exc:
+            raise self._failure(exc, "creating ACLs") from None
 
     def create_topic(
         self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str]

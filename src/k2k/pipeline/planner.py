@@ -43,6 +43,7 @@ from k2k.errors import (
 )
 from k2k.observability.reachability import ClusterWatch
 from k2k.observability.stats import LiveStats, PipelineStats
+from k2k.pipeline.aclsync import TopicAclSync
 from k2k.pipeline.channel import LeaseControl
 from k2k.pipeline.configsync import TopicConfigSync
 from k2k.pipeline.discovery import Discovery
@@ -108,6 +109,7 @@ class Planner:
         self.stats = PipelineStats()
         self.discovery = Discovery(cfg)
         self.config_sync = TopicConfigSync.of(cfg, self.discovery.source, self.discovery.target)
+        self.acl_sync = TopicAclSync.of(cfg, self.discovery.source, self.discovery.target)
         self.watch = ClusterWatch(
             {"source": self.discovery.source, "target": self.discovery.target}
         )
@@ -363,9 +365,11 @@ class Planner:
 
     def _check_topics(self) -> bool:
         """Runs on: driver, every discovery interval while a lease runs. Syncs topic configs
-        when due (they need no new lease); True when the topics changed (a new lease)."""
-        if self.config_sync is not None:
-            self.config_sync.maybe_sync(self.discovery.routes())
+        and ACLs when due (they need no new lease); True when the topics changed (a new
+        lease)."""
+        for sync in (self.config_sync, self.acl_sync):
+            if sync is not None:
+                sync.maybe_sync(self.discovery.routes())
         return self.discovery.topics_changed()
 
     def _check_targets_after_failure(self) -> None:
