@@ -256,3 +256,35 @@ def test_topic_acls_are_synced_read_only_on_brokers_with_an_authorizer(
     assert _topic_acls(acl_cluster, t) - before == {
         _acl(t, "User:ivan", AclOperation.DESCRIBE_CONFIGS)
     }
+
+
+def test_a_target_without_authorizer_skips_acl_sync_once_and_replicates(
+    acl_cluster, clusters, tmp_path, topic_name
+):
+    """Source ACLs, a target cluster without an authorizer: the sync is said once to be
+    skipped, never fails the pipeline, and the records arrive."""
+    t = topic_name("aclnoauth")
+    create_topic(acl_cluster, t, 2)
+    produce(acl_cluster, t, _records(0, 40))
+    _create_acls(acl_cluster, [_acl(t, "User:alice", AclOperation.READ)])
+    doc = pipeline_dict(
+        SimpleNamespace(source=acl_cluster, target=clusters.target),
+        topic_name("paclnoauth"),
+        [t],
+        topicCreation={"replicated": {"aclSyncInterval": "1 second"}},
+    )
+    doc["replication"][0]["source"]["discoveryInterval"] = "1 second"
+    proc = K2KProcess(write_pipeline(tmp_path, doc), tmp_path / "k2k.log")
+    skipped = "topic ACL sync skipped: the target cluster has no authorizer"
+    try:
+        src = _contents(acl_cluster, t)
+        eventually(lambda: _contents(clusters.target, t), src, 120, 0.5, (K2KError,))
+        eventually(lambda: skipped in proc.output(), True, 60, 0.5)
+        produce(acl_cluster, t, _records(40, 20))
+        src = _contents(acl_cluster, t)
+        eventually(lambda: _contents(clusters.target, t), src, 60, 0.5)  # syncs ran meanwhile
+    finally:
+        code = proc.stop()
+    assert code == 0, proc.output()[-3000:]
+    assert proc.output().count(skipped) == 1
+    assert "topic ACL sync failed" not in proc.output()

@@ -49,8 +49,11 @@ class _Cluster:
     def literal_topic_acls(self) -> list[AclBinding] | None:
         return self.acls
 
-    def create_acls(self, bindings) -> None:
+    def create_acls(self, bindings) -> bool:
+        if self.acls is None:
+            return False  # no authorizer
         self.created.extend(bindings)
+        return True
 
 
 def test_sync_creates_only_missing_bindings_of_routed_topics():
@@ -66,7 +69,14 @@ def test_sync_creates_only_missing_bindings_of_routed_topics():
     assert target.created == [_acl("copy.a", AclOperation.DESCRIBE)]
 
 
-def test_a_cluster_without_authorizer_is_skipped():
+def test_a_cluster_without_authorizer_is_skipped(caplog):
     target = _Cluster([])
     sync = TopicAclSync(_Cluster(None), target, 60)  # type: ignore[arg-type]
     assert sync.sync({"a": "a"}) == [] and target.created == []
+    # A target without one: said once, however often the sync runs.
+    sync = TopicAclSync(_Cluster([_acl("a", AclOperation.READ)]), _Cluster(None), 60)  # type: ignore[arg-type]
+    with caplog.at_level("INFO", logger="k2k.planner"):
+        assert sync.sync({"a": "a"}) == [] and sync.sync({"a": "a"}) == []
+    assert [r.getMessage() for r in caplog.records] == [
+        "topic ACL sync skipped: the target cluster has no authorizer"
+    ]

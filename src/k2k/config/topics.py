@@ -347,7 +347,7 @@ class ReplicatedTopicCreation(K2KModel):
         "principal read (READ, DESCRIBE, DESCRIBE_CONFIGS; ALL is copied as READ) or deny "
         "anything to their target topics every `aclSyncInterval`, as MirrorMaker 2's "
         "`sync.topic.acls.enabled`; ACLs that grant writing or changing a target topic are "
-        "never copied, and none are removed. Skipped (said once) when either cluster has no "
+        "never copied, and none are removed. Skipped (said once) when the target cluster has no "
         "authorizer. With `features.autoCreateTopics` only.",
     )
     acl_sync_interval: Duration = Field(

@@ -239,7 +239,7 @@ class ClusterView:
 
     def literal_topic_acls(self) -> list[AclBinding] | None:
         """Every ACL binding on a topic with a literal resource pattern; None when the
-        cluster has no authorizer (it keeps no ACLs)."""
+        cluster says it has no authorizer (brokers of Kafka 4 answer no ACLs instead)."""
         # None matches any name, principal and host (the stubs type them as str only).
         wanted = AclBindingFilter(
             ResourceType.TOPIC,
@@ -258,16 +258,21 @@ class ClusterView:
                 return None
             raise self._failure(exc, "describing topic ACLs") from None
 
-    def create_acls(self, bindings: Iterable[AclBinding]) -> None:
-        """Create ``bindings`` (one that exists already is left as it is)."""
+    def create_acls(self, bindings: Iterable[AclBinding]) -> bool:
+        """Create ``bindings`` (one that exists already is left as it is); False when the
+        cluster has no authorizer (it keeps no ACLs)."""
         wanted = list(bindings)
         if not wanted:
-            return
+            return True
         try:
             for future in self.admin.create_acls(wanted, request_timeout=self.timeout_s).values():
                 future.result()
         except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if isinstance(err, KafkaError) and err.code() == KafkaError.SECURITY_DISABLED:
+                return False
             raise self._failure(exc, "creating ACLs") from None
+        return True
 
     def create_topic(
         self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str]

@@ -61,7 +61,8 @@ class TopicAclSync:
 
     Every ``aclSyncInterval``: the source's literal topic ACLs of the replicated topics,
     through :func:`target_binding`, minus those the target already has, are created on the
-    target. A cluster without an authorizer (on either side) is said once and skipped.
+    target. A target without an authorizer is said once and skipped; a source without one
+    has no ACLs to copy.
     """
 
     @classmethod
@@ -111,11 +112,10 @@ class TopicAclSync:
         if not wanted:
             return []
         have = self.target.literal_topic_acls()
-        if have is None:
+        missing = sorted(wanted - set(have or ()), key=str)
+        if have is None or not self.target.create_acls(missing):
             self._no_authorizer("target")
             return []
-        missing = sorted(wanted - set(have), key=str)
-        self.target.create_acls(missing)
         for binding in missing:
             log.info("synced topic ACL to the target: %s", _describe(binding))
         return missing
