@@ -4,8 +4,10 @@ what is copied, set and removed, per configuration."""
 from __future__ import annotations
 
 import itertools
+import logging
 
 from k2k.config.topics import MM2_CONFIG_EXCLUSIONS, ReplicatedTopicCreation
+from k2k.errors import ClusterError
 from k2k.pipeline.configsync import ConfigChange, TopicConfigSync
 
 
@@ -80,3 +82,27 @@ def test_maybe_sync_waits_for_the_interval_and_uses_the_first_source_of_a_target
     assert target.altered == [("merged", {"retention.ms": "1"}, frozenset())]
     sync.maybe_sync(routes)  # 18 s: next one due at 22 s
     assert len(target.altered) == 1
+
+
+class _Failing(_Cluster):
+    def __init__(self, answering: bool) -> None:
+        super().__init__({})
+        self.answering = answering
+
+    def non_default_configs(self, topic: str) -> dict[str, str]:
+        raise ClusterError(f"target cluster at x:1: describing topic {topic} timed out")
+
+
+def test_a_failed_sync_is_a_warning_or_debug_while_a_cluster_does_not_answer(caplog):
+    creation = ReplicatedTopicCreation.model_validate({"configSyncInterval": "1 second"})
+    now = itertools.count(0, 2)
+    for answering, level in ((True, logging.WARNING), (False, logging.DEBUG)):
+        caplog.clear()
+        source = _Cluster({"a": {}})
+        source.answering = True  # type: ignore[attr-defined]
+        sync = _sync(creation, source, _Failing(answering), lambda: float(next(now)))
+        with caplog.at_level(logging.DEBUG, logger="k2k.planner"):
+            sync.maybe_sync({"a": "b"})  # due: raises inside, logged, not raised
+        assert [(r.levelno, r.getMessage()[:40]) for r in caplog.records] == [
+            (level, "topic config sync of b from source topic")
+        ]

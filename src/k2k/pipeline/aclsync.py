@@ -23,6 +23,7 @@ from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType
 from k2k.config import PipelineConfig
 from k2k.errors import K2KError
 from k2k.kafka.admin import ClusterView
+from k2k.pipeline.periodic import Interval, failure_level
 
 __all__ = ["TopicAclSync", "target_binding"]
 
@@ -84,23 +85,25 @@ class TopicAclSync:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.source, self.target = source, target
-        self._interval_s = interval_s
-        self._clock = clock
-        self._due = clock()  # at the first check: a new target topic needs its readers
+        # First at the first check: a target topic just created needs its readers.
+        self.interval = Interval(interval_s, wait_first=False, clock=clock)
         self._no_authorizer_said = False
 
     def maybe_sync(self, routes: Mapping[str, str]) -> None:
         """Sync the ACLs of ``routes`` (source topic -> target topic) when
         ``aclSyncInterval`` has passed since the last sync. A failure is logged and retried
         at the next interval: ACLs lagging behind never stop replication."""
-        now = self._clock()
-        if now < self._due:
+        if not self.interval.due():
             return
-        self._due = now + self._interval_s
         try:
             self.sync(routes)
         except K2KError as exc:
-            log.warning("topic ACL sync failed (retried in %g s): %s", self._interval_s, exc)
+            log.log(
+                failure_level(self.source, self.target),
+                "topic ACL sync failed (retried in %g s): %s",
+                self.interval.interval_s,
+                exc,
+            )
 
     def sync(self, routes: Mapping[str, str]) -> list[AclBinding]:
         """Create the missing target bindings of ``routes``; returns those created."""

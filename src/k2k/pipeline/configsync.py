@@ -21,6 +21,7 @@ from k2k.config import PipelineConfig
 from k2k.config.topics import ReplicatedTopicCreation
 from k2k.errors import K2KError
 from k2k.kafka.admin import ClusterView
+from k2k.pipeline.periodic import Interval, failure_level
 
 __all__ = ["ConfigChange", "TopicConfigSync"]
 
@@ -70,27 +71,26 @@ class TopicConfigSync:
     ) -> None:
         self.creation = creation
         self.source, self.target = source, target
-        self._clock = clock
-        self._interval_s = creation.config_sync_interval.total_seconds()
-        self._due = clock() + self._interval_s  # creation has just applied the configs
+        # Creation has just applied the configs: the first sync after one interval.
+        interval_s = creation.config_sync_interval.total_seconds()
+        self.interval = Interval(interval_s, wait_first=True, clock=clock)
 
     def maybe_sync(self, routes: Mapping[str, str]) -> None:
         """Sync every target topic of ``routes`` (source topic -> target topic) when
         ``configSyncInterval`` has passed since the last sync. A failure is logged and
         retried at the next interval: configs lagging behind never stop replication."""
-        now = self._clock()
-        if now < self._due:
+        if not self.interval.due():
             return
-        self._due = now + self._interval_s
         for target, source in sorted(_first_sources(routes).items()):
             try:
                 self.sync(source, target)
             except K2KError as exc:
-                log.warning(
+                log.log(
+                    failure_level(self.source, self.target),
                     "topic config sync of %s from source topic %s failed (retried in %g s): %s",
                     target,
                     source,
-                    self._interval_s,
+                    self.interval.interval_s,
                     exc,
                 )
 
