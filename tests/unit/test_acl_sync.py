@@ -45,6 +45,7 @@ def test_target_binding_grants_reading_only(op, permission, copied):
 class _Cluster:
     def __init__(self, acls: list[AclBinding] | None) -> None:
         self.acls, self.created = acls, []
+        self.answering = True
 
     def literal_topic_acls(self) -> list[AclBinding] | None:
         return self.acls

@@ -16,6 +16,7 @@ class _Cluster:
 
     def __init__(self, configs: dict[str, dict[str, str]]) -> None:
         self.configs = configs
+        self.answering = True
         self.altered: list[tuple[str, dict[str, str], frozenset[str]]] = []
 
     def non_default_configs(self, topic: str) -> dict[str, str]:
@@ -85,24 +86,40 @@ def test_maybe_sync_waits_for_the_interval_and_uses_the_first_source_of_a_target
 
 
 class _Failing(_Cluster):
-    def __init__(self, answering: bool) -> None:
+    """Fails describing a topic; ``answering_after``: whether the cluster answers its probes
+    by the time the failure is logged (the reachability watch probes meanwhile)."""
+
+    def __init__(self, answering_after: bool) -> None:
         super().__init__({})
-        self.answering = answering
+        self.answering_after = answering_after
 
     def non_default_configs(self, topic: str) -> dict[str, str]:
+        self.answering = self.answering_after
         raise ClusterError(f"target cluster at x:1: describing topic {topic} timed out")
 
 
-def test_a_failed_sync_is_a_warning_or_debug_while_a_cluster_does_not_answer(caplog):
+def test_a_failed_sync_is_a_warning_or_debug_when_a_cluster_stopped_answering(caplog):
     creation = ReplicatedTopicCreation.model_validate({"configSyncInterval": "1 second"})
     now = itertools.count(0, 2)
-    for answering, level in ((True, logging.WARNING), (False, logging.DEBUG)):
+    for answering_after, level in ((True, logging.WARNING), (False, logging.DEBUG)):
         caplog.clear()
-        source = _Cluster({"a": {}})
-        source.answering = True  # type: ignore[attr-defined]
-        sync = _sync(creation, source, _Failing(answering), lambda: float(next(now)))
+        target = _Failing(answering_after)
+        sync = _sync(creation, _Cluster({"a": {}}), target, lambda: float(next(now)))
         with caplog.at_level(logging.DEBUG, logger="k2k.planner"):
-            sync.maybe_sync({"a": "b"})  # due: raises inside, logged, not raised
+            sync.maybe_sync({"a": "b"})  # due: fails inside, logged, not raised
         assert [(r.levelno, r.getMessage()[:40]) for r in caplog.records] == [
             (level, "topic config sync of b from source topic")
         ]
+
+
+def test_no_sync_while_a_cluster_does_not_answer_and_one_as_soon_as_it_does():
+    creation = ReplicatedTopicCreation.model_validate({"configSyncInterval": "1 second"})
+    source, target = _Cluster({"a": {"retention.ms": "1"}}), _Cluster({"b": {}})
+    target.answering = False
+    now = itertools.count(0, 2)
+    sync = _sync(creation, source, target, lambda: float(next(now)))
+    sync.maybe_sync({"a": "b"})
+    assert target.altered == []
+    target.answering = True
+    sync.maybe_sync({"a": "b"})
+    assert target.altered == [("b", {"retention.ms": "1"}, frozenset())]

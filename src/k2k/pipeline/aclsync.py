@@ -23,7 +23,7 @@ from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType
 from k2k.config import PipelineConfig
 from k2k.errors import K2KError
 from k2k.kafka.admin import ClusterView
-from k2k.pipeline.periodic import Interval, failure_level
+from k2k.pipeline.periodic import Interval, answering, failure_level
 
 __all__ = ["TopicAclSync", "target_binding"]
 
@@ -91,9 +91,10 @@ class TopicAclSync:
 
     def maybe_sync(self, routes: Mapping[str, str]) -> None:
         """Sync the ACLs of ``routes`` (source topic -> target topic) when
-        ``aclSyncInterval`` has passed since the last sync. A failure is logged and retried
-        at the next interval: ACLs lagging behind never stop replication."""
-        if not self.interval.due():
+        ``aclSyncInterval`` has passed since the last sync, and both clusters answer (else at
+        the first check they do). A failure is logged and retried at the next interval: ACLs
+        lagging behind never stop replication."""
+        if not answering(self.source, self.target) or not self.interval.due():
             return
         try:
             self.sync(routes)

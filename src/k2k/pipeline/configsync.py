@@ -21,7 +21,7 @@ from k2k.config import PipelineConfig
 from k2k.config.topics import ReplicatedTopicCreation
 from k2k.errors import K2KError
 from k2k.kafka.admin import ClusterView
-from k2k.pipeline.periodic import Interval, failure_level
+from k2k.pipeline.periodic import Interval, answering, failure_level
 
 __all__ = ["ConfigChange", "TopicConfigSync"]
 
@@ -77,9 +77,10 @@ class TopicConfigSync:
 
     def maybe_sync(self, routes: Mapping[str, str]) -> None:
         """Sync every target topic of ``routes`` (source topic -> target topic) when
-        ``configSyncInterval`` has passed since the last sync. A failure is logged and
-        retried at the next interval: configs lagging behind never stop replication."""
-        if not self.interval.due():
+        ``configSyncInterval`` has passed since the last sync, and both clusters answer (else
+        at the first check they do). A failure is logged and retried at the next interval:
+        configs lagging behind never stop replication."""
+        if not answering(self.source, self.target) or not self.interval.due():
             return
         for target, source in sorted(_first_sources(routes).items()):
             try:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from k2k.kafka.admin import ClusterView
 
-__all__ = ["Interval", "failure_level"]
+__all__ = ["Interval", "answering", "failure_level"]
 
 
 class Interval:
@@ -41,7 +41,13 @@ class Interval:
         return True
 
 
+def answering(*clusters: ClusterView) -> bool:
+    """True unless one of ``clusters`` did not answer its last probe: a chore waits for it
+    rather than hold the planner's watch loop for a whole timeout."""
+    return all(c.answering for c in clusters)
+
+
 def failure_level(*clusters: ClusterView) -> int:
     """The level to log a failed chore at: WARNING, or DEBUG while one of ``clusters`` does
     not answer (k2k.observability.reachability reports that outage once)."""
-    return logging.WARNING if all(c.answering for c in clusters) else logging.DEBUG
+    return logging.WARNING if answering(*clusters) else logging.DEBUG
