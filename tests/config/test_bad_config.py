@@ -220,6 +220,28 @@ CASES = [
         id="replicated-common-zero-partitions",
     ),
     pytest.param(
+        {"topicCreation": {"replicated": {"configExclusions": ["min\\.insync.*", "segment.(ms"]}}},
+        "topicCreation.replicated.configExclusions[1]: invalid regular expression "
+        "(missing ), unterminated subpattern at position 8), got 'segment.(ms'",
+        id="replicated-bad-exclusion",
+    ),
+    pytest.param(
+        {"topicCreation": {"replicated": {"configExclusions": "min.*"}}},
+        "topicCreation.replicated.configExclusions: wrong type, got 'min.*'",
+        id="replicated-exclusions-not-a-list",
+    ),
+    pytest.param(
+        {"topicCreation": {"replicated": {"configSyncInterval": 600}}},
+        "topicCreation.replicated.configSyncInterval: a bare number has no unit, got 600",
+        id="replicated-sync-interval-bare-number",
+    ),
+    pytest.param(
+        {"topicCreation": {"replicated": {"configSync": "on"}}},
+        "topicCreation.replicated.configSync: invalid value, got 'on'; expected one of: "
+        "enabled, disabled",
+        id="replicated-sync-flag",
+    ),
+    pytest.param(
         {"topicCreation": {"control": {"commmon": {}}}},
         "topicCreation.control.commmon: unknown key; did you mean 'common'?",
         id="control-block-typo",

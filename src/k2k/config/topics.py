@@ -11,22 +11,27 @@ because old records there are deleted by age or by the Offset Mapping app's clea
 
 Replicated topics (``topicCreation.replicated``) mirror their source topic (partitions,
 replication factor, the topic's own configs) under the same two layouts: k2k's flat keys and
-K2K 2.x's ``common`` block, which wins (:meth:`ReplicatedTopicCreation.resolve`).
+K2K 2.x's ``common`` block, which wins (:meth:`ReplicatedTopicCreation.resolve`). The source
+topic's configs pass a property filter first: MirrorMaker 2's default exclusions
+(:data:`MM2_CONFIG_EXCLUSIONS`) unless ``configExclusions`` says otherwise.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, AliasChoices, Field, field_validator, model_validator
 
 from k2k.config.base import K2KModel, one_spelling, raise_problems
 from k2k.config.errors import Problem, describe, problems_error
-from k2k.config.fields import Count, StrMap
+from k2k.config.fields import Count, Duration, Flag, StrMap
 from k2k.config.hints import FieldDoc
 
 __all__ = [
+    "MM2_CONFIG_EXCLUSIONS",
     "ControlTopicCreation",
     "ReplicatedTopicCreation",
     "ReplicationFactor",
@@ -36,6 +41,19 @@ __all__ = [
 ]
 
 _POLICY = "cleanup.policy"
+
+#: MirrorMaker 2's default ``config.properties.exclude`` (DefaultConfigPropertyFilter):
+#: properties that describe the source cluster's operation (throttles, durability and leader
+#: election settings sized for its brokers, timestamp rules its producers were checked
+#: against), not the data; copying them could make the target refuse or weaken writes.
+MM2_CONFIG_EXCLUSIONS = (
+    r"follower\.replication\.throttled\.replicas",
+    r"leader\.replication\.throttled\.replicas",
+    r"message\.timestamp\.difference\.max\.ms",
+    r"message\.timestamp\.type",
+    r"unclean\.leader\.election\.enable",
+    r"min\.insync\.replicas",
+)
 
 
 def _replication_factor(value: int) -> int:
@@ -240,6 +258,26 @@ _FLAT_SPELLINGS = {
 }
 
 
+def _patterns(value: list[str]) -> list[str]:
+    problems: list[Problem] = []
+    for index, pattern in enumerate(value):
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            what = f"invalid regular expression ({exc})"
+            expected = r"a Python regular expression such as 'segment\..*'"
+            problems.append(((index,), describe(what, got=pattern, expected=expected)))
+    raise_problems(problems)
+    return value
+
+
+Patterns = Annotated[
+    list[str],
+    AfterValidator(_patterns),
+    FieldDoc("list of regular expressions", "a list of regular expressions"),
+]
+
+
 class ReplicatedTopicCreation(K2KModel):
     """Settings of target topics k2k creates (``features.autoCreateTopics``).
 
@@ -247,7 +285,9 @@ class ReplicatedTopicCreation(K2KModel):
     topic's own configs. Two layouts override that, alone or together: k2k's flat keys
     (``partitions``, ``replicationFactor``, ``configs``; ``replication`` and ``config`` are
     also read) and K2K 2.x's ``common`` block (``{partitions, replication, config}``), which
-    wins over the flat keys. :meth:`resolve` applies them to one source topic.
+    wins over the flat keys. :meth:`resolve` applies them to one source topic. The source's
+    configs are copied through :meth:`copies_config` (``configExclusions``), and re-synced
+    every ``configSyncInterval`` while ``configSync`` is enabled.
     """
 
     partitions: Count | None = Field(
@@ -267,13 +307,54 @@ class ReplicatedTopicCreation(K2KModel):
         default_factory=dict,
         validation_alias=AliasChoices(*_FLAT_SPELLINGS["configs"]),
         description="Overrides applied on top of the source topic's configs, which are copied "
-        "(`config` is also read); `common.config` wins.",
+        "through `configExclusions` (`config` is also read); `common.config` wins. Applied "
+        "whatever `configExclusions` says.",
     )
     common: Annotated[TopicBlock | None, _BLOCK] = Field(
         None,
         description="K2K 2.x layout: `{partitions, replication, config}` for every created "
         "topic, over the flat keys; unset keys fall back to them, then to the source topic "
         "(`replicationFactor` and `configs` are also read here).",
+    )
+    config_exclusions: Patterns = Field(
+        default_factory=lambda: list(MM2_CONFIG_EXCLUSIONS),
+        description="Source topic configs never copied to the target: regular expressions "
+        "matched against the whole property name. The default is MirrorMaker 2's "
+        "`config.properties.exclude` default (throttled replicas, `message.timestamp.type`, "
+        "`message.timestamp.difference.max.ms`, `unclean.leader.election.enable`, "
+        "`min.insync.replicas`); `[]` copies every config the source topic sets itself. "
+        "`configs` and `common.config` are applied regardless.",
+    )
+    config_sync: Flag = Field(
+        True,
+        description="While the pipeline runs, re-apply the source topics' configs (filtered by "
+        "`configExclusions`, with `configs` and `common.config` over them) to their target "
+        "topics every `configSyncInterval`, as MirrorMaker 2's `sync.topic.configs.enabled`: "
+        "changed values are set, and a copied config the source no longer sets is removed "
+        "from the target so the target's default applies. With `features.autoCreateTopics` "
+        "only (k2k manages the target topics then).",
+    )
+    config_sync_interval: Duration = Field(
+        timedelta(minutes=10),
+        description="How often `configSync` compares configs (MirrorMaker 2's "
+        "`sync.topic.configs.interval.seconds`, 600 s by default); checked every "
+        "`replication[].source.discoveryInterval`.",
+    )
+
+    acl_sync: Flag = Field(
+        True,
+        description="While the pipeline runs, add the source topics' literal ACLs that let a "
+        "principal read (READ, DESCRIBE, DESCRIBE_CONFIGS; ALL is copied as READ) or deny "
+        "anything to their target topics every `aclSyncInterval`, as MirrorMaker 2's "
+        "`sync.topic.acls.enabled`; ACLs that grant writing or changing a target topic are "
+        "never copied, and none are removed. Skipped (said once) when the target cluster has no "
+        "authorizer. With `features.autoCreateTopics` only.",
+    )
+    acl_sync_interval: Duration = Field(
+        timedelta(minutes=10),
+        description="How often `aclSync` compares ACLs (MirrorMaker 2's "
+        "`sync.topic.acls.interval.seconds`, 600 s by default); checked every "
+        "`replication[].source.discoveryInterval`, first at the first check.",
     )
 
     @model_validator(mode="before")
@@ -287,9 +368,10 @@ class ReplicatedTopicCreation(K2KModel):
     ) -> TopicSettings:
         """The settings of a target topic for a source topic of ``partitions`` partitions,
         ``replication_factor`` replicas and ``configs`` (its own configs): ``common`` over the
-        flat keys over the source's.
+        flat keys over the source's, whose configs are filtered by ``configExclusions``.
 
-        >>> ReplicatedTopicCreation().resolve(6, 3, {"retention.ms": "1"})
+        >>> own = {"retention.ms": "1", "min.insync.replicas": "2"}  # the second is excluded
+        >>> ReplicatedTopicCreation().resolve(6, 3, own)
         TopicSettings(partitions=6, replication_factor=3, configs={'retention.ms': '1'})
         >>> creation = ReplicatedTopicCreation(
         ...     replication_factor=2, common={"partitions": 4, "config": {"a": "b"}}
@@ -298,15 +380,29 @@ class ReplicatedTopicCreation(K2KModel):
         TopicSettings(partitions=4, replication_factor=2, configs={'a': 'b'})
         """
         common = self.common or TopicBlock()
+        copied = {k: v for k, v in configs.items() if self.copies_config(k)}
         chosen_partitions = common.partitions or self.partitions or partitions
         chosen_rf = next(
             rf
             for rf in (common.replication, self.replication_factor, replication_factor)
             if rf is not None
         )
-        return TopicSettings(
-            chosen_partitions, chosen_rf, {**configs, **self.configs, **common.config}
-        )
+        return TopicSettings(chosen_partitions, chosen_rf, self.overrides(copied))
+
+    def overrides(self, copied: dict[str, str]) -> dict[str, str]:
+        """The configs a target topic carries: ``copied`` (the source's, already filtered)
+        under ``configs`` under ``common.config``."""
+        return {**copied, **self.configs, **(self.common.config if self.common else {})}
+
+    def copies_config(self, name: str) -> bool:
+        """True when a source topic's config ``name`` is copied (no ``configExclusions``
+        pattern matches the whole name).
+
+        >>> creation = ReplicatedTopicCreation()
+        >>> creation.copies_config("retention.ms"), creation.copies_config("min.insync.replicas")
+        (True, False)
+        """
+        return not any(re.fullmatch(p, name) for p in self.config_exclusions)
 
     def mirrors_replication_factor(self) -> bool:
         """True when created topics take the source topic's replication factor."""

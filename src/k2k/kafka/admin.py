@@ -21,11 +21,18 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AlterConfigOpType,
+    ConfigEntry,
     ConfigResource,
     ConfigSource,
     NewPartitions,
     NewTopic,
     OffsetSpec,
+    ResourcePatternType,
     ResourceType,
 )
 
@@ -201,6 +208,71 @@ class ClusterView:
     def topic_config(self, topic: str) -> dict[str, str]:
         """Every effective config value of ``topic`` (defaults included)."""
         return {n: e.value for n, e in self._describe(topic).items() if e.value is not None}
+
+    def alter_topic_configs(
+        self, topic: str, updates: Mapping[str, str], removals: Iterable[str] = ()
+    ) -> None:
+        """Set ``updates`` on ``topic`` and remove its own values of ``removals`` (the
+        cluster's default applies again), in one IncrementalAlterConfigs request; the configs
+        not named keep their values."""
+        entries = [
+            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+            for name, value in sorted(updates.items())
+        ] + [
+            ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE)
+            for name in sorted(removals)
+        ]
+        if not entries:
+            return
+        res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
+        try:
+            futures = self.admin.incremental_alter_configs([res], request_timeout=self.timeout_s)
+            futures[res].result()
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if isinstance(err, KafkaError) and err.retriable():
+                raise self._failure(exc, f"altering the configs of topic {topic}") from None
+            raise TopicError(
+                f"{self.cluster} cluster at {self.bootstrap}: cannot alter the configs of topic "
+                f"{topic!r}: {err.str() if isinstance(err, KafkaError) else exc}"
+            ) from None
+
+    def literal_topic_acls(self) -> list[AclBinding] | None:
+        """Every ACL binding on a topic with a literal resource pattern; None when the
+        cluster says it has no authorizer (brokers of Kafka 4 answer no ACLs instead)."""
+        # None matches any name, principal and host (the stubs type them as str only).
+        wanted = AclBindingFilter(
+            ResourceType.TOPIC,
+            None,  # type: ignore[arg-type]
+            ResourcePatternType.LITERAL,
+            None,  # type: ignore[arg-type]
+            None,  # type: ignore[arg-type]
+            AclOperation.ANY,
+            AclPermissionType.ANY,
+        )
+        try:
+            return list(self.admin.describe_acls(wanted, request_timeout=self.timeout_s).result())
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if isinstance(err, KafkaError) and err.code() == KafkaError.SECURITY_DISABLED:
+                return None
+            raise self._failure(exc, "describing topic ACLs") from None
+
+    def create_acls(self, bindings: Iterable[AclBinding]) -> bool:
+        """Create ``bindings`` (one that exists already is left as it is); False when the
+        cluster has no authorizer (it keeps no ACLs)."""
+        wanted = list(bindings)
+        if not wanted:
+            return True
+        try:
+            for future in self.admin.create_acls(wanted, request_timeout=self.timeout_s).values():
+                future.result()
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if isinstance(err, KafkaError) and err.code() == KafkaError.SECURITY_DISABLED:
+                return False
+            raise self._failure(exc, "creating ACLs") from None
+        return True
 
     def create_topic(
         self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str]

@@ -14,7 +14,9 @@ Runs on: driver, once at start and at every lease boundary (plus a cheap check e
    pipeline (its earlier records are gone from the target);
 4. creates, grows (``partition: source`` with ``autoCreateTopics``) or checks the target
    topic of every new topic, or of one whose partition count changed, and compiles its
-   :class:`~k2k.stages.TopicPlan`;
+   :class:`~k2k.stages.TopicPlan`; a created topic carries the source topic's configs that
+   ``topicCreation.replicated.configExclusions`` lets through (their later changes:
+   :mod:`k2k.pipeline.configsync`);
 5. resolves a start offset for partitions without progress: ``auto.offset.reset`` for the
    topics of the first pass and new topics, the earliest offset for partitions added to a
    topic already replicated (their records must not be skipped).
@@ -157,6 +159,10 @@ class Discovery:
     def plans(self) -> dict[str, TopicPlan]:
         """The compiled plan of every selected topic (source topic -> plan)."""
         return {t: self._plans[t] for t in self.selected}
+
+    def routes(self) -> dict[str, str]:
+        """The target topic of every selected source topic (source topic -> target topic)."""
+        return {t: self._routes[t] for t in self.selected if t in self._routes}
 
     def topic_ids(self) -> dict[str, str]:
         """The id of every selected source topic (for progress records)."""

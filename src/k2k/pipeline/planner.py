@@ -45,7 +45,9 @@ from k2k.errors import (
 from k2k.kafka.diagnose import diagnosed_on_failure
 from k2k.observability.reachability import ClusterWatch
 from k2k.observability.stats import LiveStats, PipelineStats
+from k2k.pipeline.aclsync import TopicAclSync
 from k2k.pipeline.channel import LeaseControl
+from k2k.pipeline.configsync import TopicConfigSync
 from k2k.pipeline.discovery import Discovery
 from k2k.pipeline.heartbeats import HeartbeatEmitter, ensure_heartbeats_topic
 from k2k.pipeline.lease import LeaseJob, lease_template, open_channel
@@ -109,6 +111,8 @@ class Planner:
         self.on_tick = on_tick
         self.stats = PipelineStats()
         self.discovery = Discovery(cfg)
+        self.config_sync = TopicConfigSync.of(cfg, self.discovery.source, self.discovery.target)
+        self.acl_sync = TopicAclSync.of(cfg, self.discovery.source, self.discovery.target)
         self.watch = ClusterWatch(
             {"source": self.discovery.source, "target": self.discovery.target}
         )
@@ -343,7 +347,7 @@ class Planner:
             groups,
             reassigned=lambda: membership.changed(members, claims),
             tick=live.tick,
-            topics_changed=None if self.until_caught_up else self.discovery.topics_changed,
+            topics_changed=None if self.until_caught_up else self._check_topics,
         )
         membership.release(spec.lease_id, groups, summaries)
         if self.metrics is not None:
@@ -370,6 +374,15 @@ class Planner:
             raise (SchemaMappingError if mapping else ReplicationError)(
                 (mapping or failed)[0].error
             )
+
+    def _check_topics(self) -> bool:
+        """Runs on: driver, every discovery interval while a lease runs. Syncs topic configs
+        and ACLs when due (they need no new lease); True when the topics changed (a new
+        lease)."""
+        for sync in (self.config_sync, self.acl_sync):
+            if sync is not None:
+                sync.maybe_sync(self.discovery.routes())
+        return self.discovery.topics_changed()
 
     def _check_targets_after_failure(self) -> None:
         """A target topic deleted while replicating is why a lease's writes failed: say that
