@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 
+_FILES_HELP = "Pipeline YAML file (K2K layout). Repeat to deep-merge several files in order."
 _FILES = click.option(
     "-f",
     "--file",
@@ -38,8 +40,42 @@ _FILES = click.option(
     multiple=True,
     required=True,
     type=click.Path(dir_okay=False),
-    help="Pipeline YAML file (K2K layout). Repeat to deep-merge several files in order.",
+    help=_FILES_HELP,
 )
+#: ``-f`` where ``--mm2`` may replace it (start, validate).
+_FILES_OR_MM2 = click.option(
+    "-f",
+    "--file",
+    "files",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help=_FILES_HELP + " Required unless --mm2 is given.",
+)
+_MM2 = click.option(
+    "--mm2",
+    "mm2_file",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help="A MirrorMaker 2 dedicated-mode properties file instead of -f: one pipeline per "
+    "enabled flow A->B (docs/mm2.md#k2k-start---mm2).",
+)
+_CLUSTERS = click.option(
+    "--clusters",
+    metavar="A,B",
+    help="With --mm2: only the flows whose target is one of these aliases (MM2's --clusters).",
+)
+
+
+def _clusters_list(clusters: str | None) -> list[str] | None:
+    return None if clusters is None else [c for c in clusters.replace(",", " ").split() if c]
+
+
+def _one_source(files: Sequence[str], mm2_file: str | None) -> None:
+    """Exactly one of ``-f`` and ``--mm2``."""
+    if files and mm2_file is not None:
+        raise click.UsageError("give either -f/--file or --mm2, not both")
+    if not files and mm2_file is None:
+        raise click.UsageError("missing option '-f' / '--file' (or --mm2 FILE)")
 
 
 _TELEMETRY = click.option(
@@ -101,7 +137,10 @@ def main() -> None:
 
 
 @main.command()
-@_FILES
+@_FILES_OR_MM2
+@_MM2
+@_CLUSTERS
+@click.option("--mm2-flow", hidden=True, metavar="A->B")
 @click.option(
     "--until-caught-up",
     is_flag=True,
@@ -143,6 +182,9 @@ def main() -> None:
 @termination_log
 def start(
     files: Sequence[str],
+    mm2_file: str | None,
+    clusters: str | None,
+    mm2_flow: str | None,
     until_caught_up: bool,
     instance: str | None,
     standby: bool,
@@ -157,14 +199,85 @@ def start(
     release their partitions, and the process exits 0. A second signal exits at once
     (uncommitted work is replayed on the next start; with exactly-once it is aborted, so
     nothing is duplicated). Several processes of one pipeline share its partitions.
+
+    With --mm2, runs every enabled flow of a MirrorMaker 2 properties file: one flow in this
+    process, several in one child process each (the MM2 properties k2k does not take are
+    logged as warnings first).
     """
-    from k2k.api import Replicator
     from k2k.config import load_pipeline
+
+    _one_source(files, mm2_file)
+    _setup_logging(verbose, quiet=logging.INFO)
+    options = _StartOptions(until_caught_up, instance, standby, telemetry, spark_log_level)
+    if mm2_file is None:
+        cfg = load_pipeline(list(files), templates=template_engine)
+    else:
+        engine = "enabled" if template_engine else "disabled"
+        passthrough = [*options.passthrough(), *["-v"] * verbose, "-g", engine]
+        picked = _mm2_pipeline(mm2_file, clusters, mm2_flow, template_engine, passthrough)
+        if picked is None:
+            return
+        cfg = picked
+    _run_pipeline(cfg, options)
+
+
+@dataclass(frozen=True)
+class _StartOptions:
+    """The options of ``k2k start`` that shape how one pipeline runs."""
+
+    until_caught_up: bool
+    instance: str | None
+    standby: bool
+    telemetry: bool
+    spark_log_level: str | None
+
+    def passthrough(self) -> list[str]:
+        """These options again, for a flow's child process."""
+        args = ["--until-caught-up"] if self.until_caught_up else []
+        args += ["--instance", self.instance] if self.instance is not None else []
+        args += ["--standby"] if self.standby else []
+        args += ["--telemetry"] if self.telemetry else []
+        level = self.spark_log_level
+        return args + (["--spark-log-level", level] if level is not None else [])
+
+
+def _mm2_pipeline(
+    mm2_file: str,
+    clusters: str | None,
+    mm2_flow: str | None,
+    template_engine: bool,
+    passthrough: list[str],
+) -> PipelineConfig | None:
+    """The one flow's pipeline to run here, or None once several flows ran as children."""
+    from pathlib import Path
+
+    from k2k.config.mm2 import all_notes, flow_config, read_mm2
+    from k2k.mm2flows import run_flow_processes
+
+    mm2 = read_mm2(Path(mm2_file), _clusters_list(clusters))
+    flows = [f for f in mm2.flows if mm2_flow is None or f.label == mm2_flow]
+    if not flows:
+        raise click.BadParameter(f"no enabled flow {mm2_flow}", param_hint="'--mm2-flow'")
+    configs = [flow_config(mm2, flow, templates=template_engine) for flow in flows]
+    if mm2_flow is None:  # a child's parent has logged them already
+        for line in all_notes(mm2):
+            logging.getLogger("k2k.mm2").warning(line)
+    if len(configs) == 1:
+        return configs[0]
+    code = run_flow_processes(mm2_file, [flow.label for flow in flows], passthrough)
+    if code != 0:
+        sys.exit(code)
+    return None
+
+
+def _run_pipeline(cfg: PipelineConfig, options: _StartOptions) -> None:
+    """Run one pipeline in this process until it stops (the body of ``k2k start``)."""
+    from k2k.api import Replicator
     from k2k.coordination.assignment import member_name_problem
     from k2k.observability.display import final_summary, make_display
 
-    _setup_logging(verbose, quiet=logging.INFO)
-    cfg = load_pipeline(list(files), templates=template_engine)
+    until_caught_up, instance, standby = options.until_caught_up, options.instance, options.standby
+    telemetry, spark_log_level = options.telemetry, options.spark_log_level
     if spark_log_level is not None:
         cfg = _with_spark_conf(cfg, LOG_LEVEL_KEY, spark_log_level.upper())
     problem = None if instance is None else member_name_problem(instance)
@@ -202,7 +315,9 @@ def _with_spark_conf(cfg: PipelineConfig, key: str, value: str) -> PipelineConfi
 
 
 @main.command()
-@_FILES
+@_FILES_OR_MM2
+@_MM2
+@_CLUSTERS
 @click.option(
     "--check",
     is_flag=True,
@@ -212,14 +327,30 @@ def _with_spark_conf(cfg: PipelineConfig, key: str, value: str) -> PipelineConfi
 )
 @TEMPLATE_ENGINE
 @one_line_errors
-def validate(files: Sequence[str], check: bool, template_engine: bool) -> None:
+def validate(
+    files: Sequence[str],
+    mm2_file: str | None,
+    clusters: str | None,
+    check: bool,
+    template_engine: bool,
+) -> None:
     """Load, merge and validate the pipeline; print the effective configuration.
 
     Secrets are masked. Exit 0 when valid; otherwise print every problem, one per line,
     and exit 2. With --check, a failed connection step exits 1 with a one-line summary.
+
+    With --mm2, print the equivalent pipelines of a MirrorMaker 2 properties file in K2K's
+    layout, one YAML document per enabled flow, each headed by comments listing the MM2
+    properties k2k does not take and what to do instead.
     """
     from k2k.config import load_pipeline, render_effective
 
+    _one_source(files, mm2_file)
+    if mm2_file is not None:
+        if check:
+            raise click.UsageError("--check takes -f files: print them with --mm2 first")
+        _print_mm2(mm2_file, clusters, template_engine)
+        return
     cfg = load_pipeline(list(files), templates=template_engine)
     if not check:
         click.echo(render_effective(cfg), nl=False)
@@ -234,6 +365,18 @@ def validate(files: Sequence[str], check: bool, template_engine: bool) -> None:
     failed = summary(diagnoses)
     if failed is not None:
         raise ClusterError(failed)
+
+
+def _print_mm2(mm2_file: str, clusters: str | None, template_engine: bool) -> None:
+    """Print the flows of an MM2 file as K2K-layout YAML, each validated first."""
+    from pathlib import Path
+
+    from k2k.config.mm2 import flow_config, read_mm2, render_flows
+
+    mm2 = read_mm2(Path(mm2_file), _clusters_list(clusters))
+    for flow in mm2.flows:
+        flow_config(mm2, flow, templates=template_engine)
+    click.echo(render_flows(mm2), nl=False)
 
 
 @main.command()
