@@ -143,12 +143,28 @@ def test_unsupported_properties_are_listed(tmp_path: Path) -> None:
 
 def test_every_property_is_accounted_for(tmp_path: Path) -> None:
     """Each key of the benchmark's file either shapes the pipeline or is in a note."""
-    mm2 = read_mm2(_filled(tmp_path, "mm2-exactly-once.properties"))
-    noted = {
-        line.split(": ")[1] if ": flow " not in line else line.split(": ")[2]
-        for line in all_notes(mm2)
-    }
-    assert "plugin.discovery" in noted
+    path = _filled(tmp_path, "mm2-exactly-once.properties")
+    mm2 = read_mm2(path)
+    noted = {note.prop for note in mm2.notes} | {n.prop for f in mm2.flows for n in f.notes}
+    taken = {
+        "clusters",
+        "mm7.bootstrap.servers",
+        "tgt.bootstrap.servers",
+        "mm7->tgt.enabled",
+        "mm7->tgt.topics",
+        "mm7->tgt.tasks.max",
+        "mm7->tgt.exactly.once.support",
+        "tgt.exactly.once.source.support",
+        "tgt.offset.flush.interval.ms",
+        "emit.heartbeats.enabled",
+        "sync.topic.acls.enabled",
+        "sync.topic.configs.enabled",
+        "replication.factor",
+        "mm7.consumer.isolation.level",
+        "mm7.consumer.max.partition.fetch.bytes",
+        "mm7.consumer.fetch.max.wait.ms",
+    } | {key for key in parse_properties(path.read_text()) if key.startswith("tgt.producer.")}
+    assert set(parse_properties(path.read_text())) - noted == taken
     assert "mm7.consumer.max.poll.records" in noted
 
 

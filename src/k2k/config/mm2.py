@@ -75,8 +75,8 @@ _CONNECTOR_ADVICE: dict[str, str] = {
     "replication.policy.internal.topic.separator.enabled": "not needed: k2k never replicates "
     "internal topics under either spelling (names ending .internal, -internal or "
     "<separator>internal)",
-    "heartbeats.topic.replication.factor": "not configurable: k2k creates the heartbeats topic "
-    "with the target broker's default replication factor",
+    "heartbeats.topic.replication.factor": "not separately configurable: k2k creates the "
+    "heartbeats topic with topicCreation.control.replicationFactor (every control topic's)",
     "transaction.boundary": "not configurable: with exactly-once, k2k commits one transaction "
     "per commit batch (coordination.commit.batchSize / batchTimeout)",
     "consumer.poll.timeout.ms": "not needed: k2k bounds its waits with source.connectTimeout",
