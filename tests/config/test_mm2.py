@@ -123,7 +123,7 @@ def test_unsupported_properties_are_listed(tmp_path: Path) -> None:
         tmp_path,
         "groups = g.*\nsync.group.offsets.enabled = true\nB.group.id = mm2\n"
         "A.consumer.max.poll.records = 10\nA->B.foo.bar = 1\nA.producer.acks = all\n"
-        "producer.linger.ms = 3\n",
+        "producer.linger.ms = 3\nB.foo.bar = 2\n",
     )
     text = "\n".join(notes)
     for prop in (
@@ -132,6 +132,7 @@ def test_unsupported_properties_are_listed(tmp_path: Path) -> None:
         "B.group.id:",
         "A.consumer.max.poll.records:",
         "A->B.foo.bar:",
+        "B.foo.bar: not an MM2 property k2k translates",
         "A.producer.acks:",
         "producer.linger.ms:",
         "emit.checkpoints.enabled (MM2 default true):",

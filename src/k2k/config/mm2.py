@@ -482,14 +482,14 @@ class _FlowBuilder:
                 continue
             if key.startswith("producer."):
                 self.notes.append(Note(origin, f"left out: {_SOURCE_PRODUCER}"))
-            elif target_side and _is_worker_key(key):
-                self.notes.append(Note(origin, _WORKER))
+            elif target_side:
+                self.notes.append(Note(origin, _WORKER if _is_worker_key(key) else _UNKNOWN))
             else:
                 continue  # a setting of flows into this cluster; the file-level pass notes it
             self.used.add(origin)
 
     def _flow_leftovers(self, flow: Mapping[str, tuple[str, str]]) -> None:
-        for key, (_value, origin) in flow.items():
+        for key, (value, origin) in flow.items():
             if origin in self.used or key == "enabled":
                 self.used.add(origin)
                 continue
@@ -500,7 +500,7 @@ class _FlowBuilder:
             if key.startswith(("producer.", "source.producer.")):
                 advice = f"left out: {_SOURCE_PRODUCER}"
             else:
-                advice = _advice_for(key, _value)
+                advice = _advice_for(key, value)
             self.notes.append(Note(origin, advice))
             self.used.add(origin)
 
