@@ -25,9 +25,11 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
+from k2k.config import load_pipeline
 from k2k.formats.checkpoint import Checkpoint
 from k2k.local import KAFKA_VERSION, k2k_home
 from k2k.local.install import maven_install
+from k2k.pipeline.checkpoints import CheckpointEmitter
 from tests.integration.conftest import k2k_cli, pipeline_dict, write_pipeline
 from tests.integration.procs import K2KProcess
 from tests.kafkautil import create_topic, eventually, produce, read_all
@@ -124,10 +126,21 @@ def _consume_and_commit(bootstrap: str, group: str, topic: str, positions: dict[
             for m in consumer.consume(100, 1.0):
                 assert m.error() is None, m.error()
                 read[m.partition()] = m.offset() + 1
-        consumer.commit(
-            offsets=[TopicPartition(topic, p, n, f"app-{p}") for p, n in positions.items()],
-            asynchronous=False,
-        )
+        consumer.commit(offsets=_with_metadata(topic, positions), asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def _with_metadata(topic: str, positions: dict[int, int]) -> list[TopicPartition]:
+    """The offsets to commit, each with the application's metadata ``app-<partition>``."""
+    return [TopicPartition(topic, p, n, f"app-{p}") for p, n in positions.items()]
+
+
+def _commit(bootstrap: str, group: str, topic: str, positions: dict[int, int]) -> None:
+    """The group reset on the source (e.g. ``kafka-consumer-groups --reset-offsets``)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        consumer.commit(offsets=_with_metadata(topic, positions), asynchronous=False)
     finally:
         consumer.close()
 
@@ -248,6 +261,22 @@ def test_mm2_client_translates_k2k_checkpoints_exactly(
     done = k2k_cli("offset-mapping", "start", "-f", str(path), "--once", timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
     assert _target_committed(target, app) == mm2
+
+    # A restarted emitter reads the checkpoints back (MM2's rule survives restarts): it
+    # repeats none, and follows the group when it is reset on the source.
+    emitter = CheckpointEmitter(load_pipeline([path]))
+    try:
+        again = emitter.one_pass()
+        assert (again.written, again.unchanged) == ([], PARTITIONS)
+        back = positions[0] // 2
+        _commit(source, app, t, {0: back})
+        reset = emitter.one_pass()
+    finally:
+        emitter.close()
+    moved = _expected_offsets(source, t, target, remote, {0: back}, already)[(remote, 0)]
+    assert reset.written == [Checkpoint(app, remote, 0, back, moved, "app-0")]
+    assert reset.unchanged == PARTITIONS - 1
+    assert _mm2_offsets(mm2_translate, target, alias_a, app) == {**expected, (remote, 0): moved}
 
 
 def _expected_offsets(

@@ -3,7 +3,9 @@ groups' committed offsets into the target's ``<source alias>.checkpoints.interna
 (``features.checkpoints``).
 
 Runs on: driver, in a daemon thread of its own, from the planner's preparation until it
-closes; never on the record path. Each pass (every ``checkpoints.interval``):
+closes; never on the record path. Before the first pass it reads the checkpoints already in
+the topic, so MM2's write-again rule holds across restarts (as MM2's ``CheckpointStore``
+does since 3.8). Each pass (every ``checkpoints.interval``):
 
 1. list the source's consumer groups and keep those ``checkpoints.groups`` selects (the
    source is only read, by the admin API);
@@ -27,11 +29,12 @@ from confluent_kafka import KafkaError, Message
 
 from k2k.config import PipelineConfig
 from k2k.coordination.topics import ensure_control_topic
-from k2k.errors import ClusterError, K2KError
+from k2k.errors import ClusterError, ControlRecordError, K2KError
 from k2k.formats.checkpoint import Checkpoint
 from k2k.kafka.admin import ClusterView
 from k2k.kafka.factory import build_producer, producer_settings
 from k2k.kafka.groups import committed_offsets, list_groups
+from k2k.kafka.tail import TopicTail
 from k2k.offsetmapping.checkpoints import LastCheckpoints, group_checkpoints
 from k2k.offsetmapping.index import TP, PartitionIndex
 from k2k.offsetmapping.resolve import RunReader
@@ -83,6 +86,8 @@ class CheckpointEmitter:
         )
         self.source = ClusterView.of(cfg.source)
         consumer = cfg.target_client("consumer")
+        self._consumer_conf = consumer
+        self._loaded = False
         self.store = MappingStore(consumer, cfg.offset_mapping.topic, self.timeout_s)
         self.runs = RunReader(consumer, self.timeout_s)
         self._producer = build_producer(producer_settings(cfg.target_client("producer"), False))
@@ -111,6 +116,8 @@ class CheckpointEmitter:
         """Steps 1-5 of the module doc; raises :class:`~k2k.errors.ClusterError` when a
         cluster does not answer."""
         report = CheckpointPass()
+        if not self._loaded:
+            self.load()
         groups = list_groups(self.source.admin, self.timeout_s)  # Step 1.
         selected = [g for g in groups if self.settings.selects(g)]
         offsets, errors = committed_offsets(self.source.admin, selected, self.timeout_s)  # 2.
@@ -129,6 +136,39 @@ class CheckpointEmitter:
         report.groups = len(offsets)
         report.written = self._write(due)  # Step 5.
         return report
+
+    def load(self) -> int:
+        """Take the checkpoints already in the topic as the last written (an earlier run's,
+        or MM2's); returns how many records were read. An unreadable record is skipped: the
+        checkpoint it held is written again."""
+        tail = TopicTail(
+            self._consumer_conf,
+            self.topic,
+            [0],
+            group_id=f"k2k-checkpoints-{self.pipeline}",
+            timeout_s=self.timeout_s,
+            untransacted=True,
+        )
+        read = 0
+
+        def take(m: Message) -> None:
+            nonlocal read
+            read += 1
+            try:
+                checkpoint = Checkpoint.decode(
+                    m.key(), m.value(), self.topic, m.partition() or 0, m.offset() or 0
+                )
+            except ControlRecordError as exc:
+                log.warning("skipping an unreadable checkpoint: %s", exc)
+                return
+            self.last.written(checkpoint)
+
+        try:
+            tail.catch_up(take)
+        finally:
+            tail.close()
+        self._loaded = True
+        return read
 
     def _indexes(self, tp: TP) -> Mapping[str, PartitionIndex]:
         """Only this pipeline's mappings: checkpoints describe the flow it replicates."""
