@@ -37,6 +37,7 @@ def test_renders_k2k_layout(build: Any) -> None:
         "bidirectional",
         "offsetMapping",
         "heartbeats",
+        "checkpoints",
         "errorHandling",
         "metrics",
         "topicCreation",

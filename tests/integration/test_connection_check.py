@@ -197,3 +197,17 @@ def test_heartbeats_topic_is_checked_on_the_target(tls_broker, topic, tmp_path, 
         if line.startswith(f"{cluster} topics: ok (")
     }
     assert "heartbeats" in checked["target"] and "heartbeats" not in checked["source"], lines
+
+
+def test_checkpoints_topic_is_checked_on_the_target(tls_broker, topic, tmp_path, topic_name):
+    """With ``features.checkpoints`` the target's ``<source alias>.checkpoints.internal`` is
+    one the pipeline writes (and creates when missing), so the check covers it."""
+    doc = _doc(tls_broker, topic, topic_name("pdiag"))
+    doc["features"]["checkpoints"] = doc["features"]["offsetMapping"] = "enabled"
+    doc["source"]["alias"], doc["target"]["alias"] = "A", "B"
+    result = _check(tmp_path, doc)
+    assert result.returncode == 0, result.stdout + result.stderr
+    target = next(
+        line for line in result.stdout.splitlines() if line.startswith("target topics: ok (")
+    )
+    assert "A.checkpoints.internal" in target.split(" checked: ")[1], target

@@ -29,6 +29,7 @@ from k2k.config import clients
 from k2k.config.base import K2KModel, Policy, license_field
 from k2k.config.base import raise_problems as _raise
 from k2k.config.bidirectional import Bidirectional
+from k2k.config.checkpoints import Checkpoints, checkpoints_topic
 from k2k.config.durations import format_duration
 from k2k.config.errors import Problem, describe, problems_error, suggest_key
 from k2k.config.fields import (
@@ -62,7 +63,7 @@ from k2k.config.schema_mapping import (
 )
 from k2k.config.topics import TopicCreation
 from k2k.errors import ConfigError
-from k2k.stages.policies import ReplicationPolicy
+from k2k.stages.policies import DEFAULT_SEPARATOR, ReplicationPolicy
 from k2k.stages.routing import TopicRouter
 from k2k.stages.selection import TopicSelection
 
@@ -229,6 +230,15 @@ class Features(K2KModel):
         description="Emit MirrorMaker 2 heartbeats into the target's `heartbeats` topic every "
         "`heartbeats.interval` (needs `source.alias` and `target.alias`; docs/mm2.md). MM2 "
         "emits them by default; k2k only when enabled.",
+    )
+    checkpoints: Flag = Field(
+        False,
+        description="Emit MirrorMaker 2 checkpoints into the target's `<source "
+        "alias>.checkpoints.internal` every `checkpoints.interval`: the selected source "
+        "groups' committed offsets translated through this pipeline's offset mappings, for "
+        "MM2's `RemoteClusterUtils.translateOffsets` (needs `features.offsetMapping`, "
+        "`source.alias` and `target.alias`; docs/mm2.md#checkpoints). MM2 emits them by "
+        "default (`emit.checkpoints.enabled`); k2k only when enabled.",
     )
     offset_mapping: Flag = Field(
         False,
@@ -890,6 +900,10 @@ class PipelineConfig(K2KModel):
         default_factory=Heartbeats,
         description="MirrorMaker 2 heartbeats: emitted (`features.heartbeats`) and replicated.",
     )
+    checkpoints: Checkpoints = Field(
+        default_factory=Checkpoints,
+        description="MirrorMaker 2 checkpoints (`features.checkpoints`): interval and groups.",
+    )
     error_handling: ErrorHandling = Field(
         default_factory=ErrorHandling, description="Failure policies."
     )
@@ -964,6 +978,12 @@ class PipelineConfig(K2KModel):
         if self.features.bidirectional_replication:
             problems.extend(self._bidirectional_problems())
         problems.extend(self._alias_problems())
+        if self.features.checkpoints and not self.features.offset_mapping:
+            what = "needs features.offsetMapping: enabled (checkpoints are translated offsets)"
+            expected = "features.offsetMapping: enabled, or features.checkpoints: disabled"
+            problems.append(
+                (("features", "checkpoints"), describe(what, got="enabled", expected=expected))
+            )
         _raise(problems)
         return self
 
@@ -976,6 +996,8 @@ class PipelineConfig(K2KModel):
             if isinstance(routing, PolicyRule)
             else "features.heartbeats: enabled"
             if self.features.heartbeats
+            else "features.checkpoints: enabled"
+            if self.features.checkpoints
             else None
         )
         if needs is None:
@@ -1098,6 +1120,14 @@ class PipelineConfig(K2KModel):
             return None
         assert self.source.alias is not None and self.target.alias is not None  # validated
         return rule.bind(self.source.alias, self.target.alias)
+
+    def checkpoints_topic(self) -> str:
+        """The target topic MM2 checkpoints go to: ``<source alias>.checkpoints.internal``,
+        with the policy's separator when it has one (MM2's internal-topic naming)."""
+        assert self.source.alias is not None  # validated with features.checkpoints
+        routing = self.replication.sink.topic
+        separator = routing.separator if isinstance(routing, PolicyRule) else DEFAULT_SEPARATOR
+        return checkpoints_topic(self.source.alias, separator)
 
     def topic_router(self) -> TopicRouter:
         """What maps each source topic to its target topic (``replication.sink.topic``)."""

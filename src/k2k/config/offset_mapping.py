@@ -25,8 +25,10 @@ from typing import Annotated, Any
 from pydantic import AliasChoices, BaseModel, Field, field_validator, model_validator
 
 from k2k.config.base import K2KModel, Policy, license_field, one_spelling, raise_problems
+from k2k.config.checkpoints import GROUPS_EXPECTED as _GROUPS_EXPECTED
+from k2k.config.checkpoints import group_selection as _group_selection
 from k2k.config.errors import describe
-from k2k.config.fields import Count, Duration, Flag, FreeMapping, regex_or_names
+from k2k.config.fields import Count, Duration, Flag, FreeMapping
 from k2k.config.hints import FieldDoc
 from k2k.config.mapping import OffsetMappingSettings
 from k2k.config.metrics import AppMetricPrefixes, AppMetrics, MetricsKafka
@@ -90,21 +92,6 @@ class AppFeatures(K2KModel):
     def _one_spelling(cls, data: Any) -> Any:
         one_spelling(data, _GUARD_SPELLINGS)
         return data
-
-
-_GROUPS_EXPECTED = (
-    "a regular expression matched against whole group names, or a list of exact group names"
-)
-
-
-def _group_name_problem(name: Any) -> str | None:
-    if isinstance(name, str) and name:
-        return None
-    return describe("not a group name", got=name, expected="a non-empty string")
-
-
-def _group_selection(value: Any) -> str | list[str]:
-    return regex_or_names(value, _GROUPS_EXPECTED, _group_name_problem)
 
 
 class Groups(K2KModel):

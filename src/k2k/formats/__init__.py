@@ -12,7 +12,9 @@ Spark nor the rest of k2k, so such tools can import it alone.
 * :mod:`k2k.formats.assignment`: member, owner and release records of the assignment topic;
 * :mod:`k2k.formats.offset_mapping`: offset-mapping records (one per replicated run);
 * :mod:`k2k.formats.metrics`: metrics records (the ``kafka`` metrics exporter);
-* :mod:`k2k.formats.heartbeat`: MirrorMaker 2's heartbeat records, in MM2's own format.
+* :mod:`k2k.formats.heartbeat`: MirrorMaker 2's heartbeat records, in MM2's own format;
+* :mod:`k2k.formats.checkpoint`: MirrorMaker 2's checkpoint records, in MM2's own format;
+* :mod:`k2k.formats.protocol`: Kafka's protocol encoding of the fields MM2's records use.
 
 Example:
 
@@ -33,6 +35,7 @@ from k2k.formats.assignment import (
     decode_assignment,
     read_assignment,
 )
+from k2k.formats.checkpoint import Checkpoint
 from k2k.formats.codec import dumps_canonical, unreadable
 from k2k.formats.heartbeat import Heartbeat
 from k2k.formats.metrics import MetricsRecord
@@ -41,6 +44,7 @@ from k2k.formats.progress import ProgressKey, ProgressRecord
 
 __all__ = [
     "AssignmentRecord",
+    "Checkpoint",
     "Heartbeat",
     "MemberRecord",
     "MetricsRecord",

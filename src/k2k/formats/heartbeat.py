@@ -27,11 +27,12 @@ from typing import ClassVar
 
 from k2k.errors import ControlRecordError
 from k2k.formats.codec import locator
+from k2k.formats.protocol import INT16 as _INT16
+from k2k.formats.protocol import INT64 as _INT64
+from k2k.formats.protocol import read_string as _read_string
+from k2k.formats.protocol import write_string as _string
 
 __all__ = ["Heartbeat"]
-
-_INT16 = struct.Struct(">h")
-_INT64 = struct.Struct(">q")
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,17 +85,3 @@ class Heartbeat:
             raise ControlRecordError(f"{where}: not a heartbeat record (wrong length)")
         (timestamp_ms,) = _INT64.unpack_from(value, _INT16.size)
         return cls(source, target, timestamp_ms)
-
-
-def _string(text: str) -> bytes:
-    raw = text.encode()
-    return _INT16.pack(len(raw)) + raw
-
-
-def _read_string(buf: bytes) -> tuple[str, bytes]:
-    """One protocol STRING from the start of ``buf``, and the bytes after it."""
-    (length,) = _INT16.unpack_from(buf)
-    end = _INT16.size + length
-    if length < 0 or len(buf) < end:
-        raise struct.error(f"string of {length} bytes in {len(buf) - _INT16.size}")
-    return buf[_INT16.size : end].decode(), buf[end:]

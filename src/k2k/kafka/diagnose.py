@@ -400,15 +400,18 @@ def _target_needs(
             if selection.should_replicate(t) and (target := router.route(t)) is not None
         }
 
+    # MM2's topics: written, and created when missing, as MM2 does.
+    mm2_topics = set()
     if cfg.features.heartbeats:
-        routed.add(cfg.heartbeats.topic)  # written, and created when missing, as MM2 does
+        mm2_topics.add(cfg.heartbeats.topic)
+    if cfg.features.checkpoints:
+        mm2_topics.add(cfg.checkpoints_topic())
+    routed |= mm2_topics
 
     def creatable(topic: str) -> bool:
         if topic in control:
             return cfg.features.auto_create_control_topics
-        return cfg.features.auto_create_topics or (
-            cfg.features.heartbeats and topic == cfg.heartbeats.topic
-        )
+        return cfg.features.auto_create_topics or topic in mm2_topics
 
     def missing_fix(topic: str) -> str:
         flag = "autoCreateControlTopics" if topic in control else "autoCreateTopics"

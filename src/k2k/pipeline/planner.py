@@ -1,8 +1,8 @@
 """The planner: the driver loop of ``k2k start``.
 
-Runs on: driver. After preparing (control topics, MM2 heartbeats, membership, committed
-progress, a first discovery, Spark and the lease channel), one pass of the loop is one
-*lease*:
+Runs on: driver. After preparing (control topics, MM2 heartbeats and checkpoints,
+membership, committed progress, a first discovery, Spark and the lease channel), one pass of
+the loop is one *lease*:
 
 1. **discover** the selected source topics and their routes, create or check the target
    topics (:mod:`k2k.pipeline.discovery`);
@@ -47,6 +47,7 @@ from k2k.observability.reachability import ClusterWatch
 from k2k.observability.stats import LiveStats, PipelineStats
 from k2k.pipeline.aclsync import TopicAclSync
 from k2k.pipeline.channel import LeaseControl
+from k2k.pipeline.checkpoints import CheckpointEmitter, ensure_checkpoints_topic
 from k2k.pipeline.configsync import TopicConfigSync
 from k2k.pipeline.discovery import Discovery
 from k2k.pipeline.heartbeats import HeartbeatEmitter, ensure_heartbeats_topic
@@ -131,6 +132,7 @@ class Planner:
         self.metrics: ReplicatorMetrics | None = None
         self.outages: OutageRider | None = None
         self.heartbeats: HeartbeatEmitter | None = None
+        self.checkpoints: CheckpointEmitter | None = None
         self._fencings = 0
 
     # -- public --------------------------------------------------------------------------
@@ -177,12 +179,16 @@ class Planner:
             self.close()
 
     def close(self) -> None:
-        """Runs on: driver. Stop the heartbeats, leave the commit group, then close the lease channel, the
-        progress store and the Spark session this planner started (idempotent)."""
+        """Runs on: driver. Stop the heartbeats and checkpoints, leave the commit group, then
+        close the lease channel, the progress store and the Spark session this planner
+        started (idempotent)."""
         self.watch.close()
         if self.heartbeats is not None:
             self.heartbeats.close()
             self.heartbeats = None
+        if self.checkpoints is not None:
+            self.checkpoints.close()
+            self.checkpoints = None
         if self.membership is not None:
             self.membership.close()
             self.membership = None
@@ -218,6 +224,10 @@ class Planner:
             ensure_heartbeats_topic(cfg, self.discovery.target)
             self.heartbeats = HeartbeatEmitter(cfg)
             self.heartbeats.start()
+        if cfg.features.checkpoints:
+            ensure_checkpoints_topic(cfg, self.discovery.target)
+            self.checkpoints = CheckpointEmitter(cfg)
+            self.checkpoints.start()
         log.info("joining commit group %s", cfg.commit_group)
         self.membership = Membership(cfg, self.member, self.standby, assignment_partitions)
         self.membership.join()
