@@ -121,25 +121,45 @@ def test_client_precedence(tmp_path: Path) -> None:
 def test_unsupported_properties_are_listed(tmp_path: Path) -> None:
     _, notes = _flow(
         tmp_path,
-        "groups = g.*\nsync.group.offsets.enabled = true\nB.group.id = mm2\n"
+        "sync.group.offsets.enabled = true\nB.group.id = mm2\n"
         "A.consumer.max.poll.records = 10\nA->B.foo.bar = 1\nA.producer.acks = all\n"
-        "producer.linger.ms = 3\nB.foo.bar = 2\n",
+        "producer.linger.ms = 3\nB.foo.bar = 2\noffset.lag.max = 10\n",
     )
     text = "\n".join(notes)
     for prop in (
-        "groups:",
-        "sync.group.offsets.enabled:",
-        "B.group.id:",
-        "A.consumer.max.poll.records:",
-        "A->B.foo.bar:",
+        "sync.group.offsets.enabled: committing translated offsets",
+        "B.group.id: a Kafka Connect worker setting",
+        "A.consumer.max.poll.records: left out",
+        "A->B.foo.bar: not an MM2 property",
         "B.foo.bar: not an MM2 property k2k translates",
-        "A.producer.acks:",
-        "producer.linger.ms:",
-        "emit.checkpoints.enabled (MM2 default true):",
+        "A.producer.acks: left out: k2k never writes to the source",
+        "producer.linger.ms: MM2 ignores top-level client prefixes",
+        "offset.lag.max: not needed",
     ):
         assert prop in text, prop
-    assert "features.offsetMapping" in text
-    assert "k2k offsets" in text
+    assert "k2k offset-mapping start" in text
+
+
+def test_checkpoints(tmp_path: Path) -> None:
+    """MM2's offset syncs and checkpoints are on by default, and so they are here."""
+    pipeline, _ = _flow(tmp_path)
+    assert pipeline["features"]["offsetMapping"] == "enabled"
+    assert pipeline["features"]["checkpoints"] == "enabled"
+    assert "checkpoints" not in pipeline
+    pipeline, _ = _flow(
+        tmp_path,
+        "groups = app.*, billing\ngroups.exclude = app-test.*\n"
+        "A->B.emit.checkpoints.interval.seconds = 5\n",
+    )
+    assert pipeline["checkpoints"] == {
+        "interval": "5 seconds",
+        "groups": "(?:app.*)|(?:billing)",
+        "groupsExclude": "app-test.*",
+    }
+    pipeline, notes = _flow(tmp_path, "emit.offset-syncs.enabled = false\n")
+    assert pipeline["features"]["offsetMapping"] == "disabled"
+    assert pipeline["features"]["checkpoints"] == "disabled"
+    assert any("emit.checkpoints.enabled: MM2 emits no checkpoints" in n for n in notes)
 
 
 def test_every_property_is_accounted_for(tmp_path: Path) -> None:
@@ -158,6 +178,8 @@ def test_every_property_is_accounted_for(tmp_path: Path) -> None:
         "tgt.exactly.once.source.support",
         "tgt.offset.flush.interval.ms",
         "emit.heartbeats.enabled",
+        "emit.checkpoints.enabled",
+        "emit.offset-syncs.enabled",
         "sync.topic.acls.enabled",
         "sync.topic.configs.enabled",
         "replication.factor",

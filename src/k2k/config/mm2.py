@@ -41,32 +41,27 @@ _POLICIES = {DEFAULT_POLICY: "alias", IDENTITY_POLICY: "identity"}
 DEFAULT_TOPICS_EXCLUDE = r".*[\-\.]internal, .*\.replica, __.*"
 _BOOTSTRAP_EXPECTED = "expected host:port[,...]"
 
-_CHECKPOINTS = (
-    "not supported yet (MM2 checkpoints and group offset sync); use features.offsetMapping "
-    "and `k2k offsets` / the Offset Mapping app (k2k offset-mapping start)"
+_GROUP_SYNC = (
+    "committing translated offsets to the target's groups is the Offset Mapping app's job: "
+    "run `k2k offset-mapping start` (docs/offset-mapping.md)"
+)
+_EXACT_MAPPINGS = (
+    "not needed: k2k writes exact offset mappings (offsetMapping.topic, on the target), one "
+    "per contiguous run of records"
 )
 _WORKER = "a Kafka Connect worker setting; k2k runs no Connect worker: nothing to do"
 _CONNECTOR_ADVICE: dict[str, str] = {
-    **dict.fromkeys(
-        [
-            "groups",
-            "groups.exclude",
-            "groups.blacklist",
-            "group.filter.class",
-            "emit.checkpoints.enabled",
-            "emit.checkpoints.interval.seconds",
-            "sync.group.offsets.enabled",
-            "sync.group.offsets.interval.seconds",
-            "refresh.groups.enabled",
-            "refresh.groups.interval.seconds",
-            "checkpoints.topic.replication.factor",
-            "emit.offset-syncs.enabled",
-            "offset-syncs.topic.location",
-            "offset-syncs.topic.replication.factor",
-            "offset.lag.max",
-        ],
-        _CHECKPOINTS,
-    ),
+    "sync.group.offsets.enabled": _GROUP_SYNC,
+    "sync.group.offsets.interval.seconds": _GROUP_SYNC,
+    "refresh.groups.enabled": "not needed: k2k lists the source groups every checkpoints.interval",
+    "refresh.groups.interval.seconds": "not needed: k2k lists the source groups every "
+    "checkpoints.interval",
+    "group.filter.class": "filter classes cannot run in k2k; select with groups / groups.exclude",
+    "checkpoints.topic.replication.factor": "not separately configurable: k2k creates the "
+    "checkpoints topic with topicCreation.control.replicationFactor (every control topic's)",
+    "offset-syncs.topic.location": _EXACT_MAPPINGS,
+    "offset-syncs.topic.replication.factor": _EXACT_MAPPINGS,
+    "offset.lag.max": _EXACT_MAPPINGS,
     "topic.filter.class": "filter classes cannot run in k2k; select with topics / topics.exclude",
     "config.property.filter.class": "filter classes cannot run in k2k; use "
     "config.properties.exclude (topicCreation.replicated.configExclusions)",
@@ -367,7 +362,7 @@ class _FlowBuilder:
                 self.problems.append(f"{tasks[1]}: invalid value {tasks[0]!r}, expected >= 1")
         self._heartbeats(layers, pipeline)
         self._topic_sync(layers, pipeline)
-        self._defaults_not_supported(layers)
+        self._checkpoints(layers, pipeline)
 
     def _selection(self, layers: _Layers) -> dict[str, Any]:
         selection: dict[str, Any] = {"topic": ".*"}
@@ -448,11 +443,33 @@ class _FlowBuilder:
         if replicated:
             pipeline["topicCreation"] = {"replicated": replicated}
 
-    def _defaults_not_supported(self, layers: _Layers) -> None:
-        """MM2 features on by default that k2k does not run, when the file leaves them on."""
-        checkpoints = layers.connector("emit.checkpoints.enabled", self.aliases)
-        if checkpoints is None:
-            self.notes.append(Note("emit.checkpoints.enabled (MM2 default true)", _CHECKPOINTS))
+    def _flag_value(self, layers: _Layers, key: str, default: str) -> str:
+        found = self._value(layers, key)
+        return default if found is None else _flag(found[0], found[1], self.problems) or default
+
+    def _checkpoints(self, layers: _Layers, pipeline: dict[str, Any]) -> None:
+        """MM2's offset syncs are k2k's offset mappings; its checkpoints are translated from
+        them (both on by default in MM2, so here too)."""
+        features = pipeline["features"]
+        features["offsetMapping"] = self._flag_value(layers, "emit.offset-syncs.enabled", "enabled")
+        checkpoints = self._flag_value(layers, "emit.checkpoints.enabled", "enabled")
+        if checkpoints == "enabled" and features["offsetMapping"] == "disabled":
+            advice = "MM2 emits no checkpoints without offset syncs, nor does k2k"
+            self.notes.append(Note("emit.checkpoints.enabled", advice))
+            checkpoints = "disabled"
+        features["checkpoints"] = checkpoints
+        section: dict[str, str] = {}
+        interval = self._value(layers, "emit.checkpoints.interval.seconds")
+        if interval is not None:
+            section["interval"] = _seconds(interval[0], interval[1], self.problems) or ""
+        groups = self._value(layers, "groups")
+        if groups is not None:
+            section["groups"] = _regex(_parse_list(groups[0]) or ["(?!)"])
+        exclude = self._value(layers, "groups.exclude") or self._value(layers, "groups.blacklist")
+        if exclude is not None:
+            section["groupsExclude"] = _regex(_parse_list(exclude[0]) or ["(?!)"])
+        if section:
+            pipeline["checkpoints"] = section
 
     # -- leftovers --------------------------------------------------------------------------
     def _target_worker(self, own: Mapping[str, tuple[str, str]], pipeline: dict[str, Any]) -> None:
@@ -513,8 +530,8 @@ def _advice_for(key: str, value: str) -> str:
     advice = _advice(key)
     if advice is None:
         return _WORKER if _is_worker_key(key) else _UNKNOWN
-    if advice == _CHECKPOINTS and key.endswith(".enabled") and value.strip().lower() == "false":
-        return "off, and k2k does not run it either: nothing to do"
+    if advice == _GROUP_SYNC and key.endswith(".enabled") and value.strip().lower() == "false":
+        return "off, and k2k does not commit to the target's groups either: nothing to do"
     return advice
 
 
