@@ -405,13 +405,9 @@ class _FlowBuilder:
         return policy
 
     def _heartbeats(self, layers: _Layers, pipeline: dict[str, Any]) -> None:
-        emit = self._value(layers, "emit.heartbeats.enabled")
-        enabled = "enabled" if emit is None else _flag(emit[0], emit[1], self.problems)
-        pipeline["features"]["heartbeats"] = enabled or "disabled"
-        section: dict[str, str] = {}
-        interval = self._value(layers, "emit.heartbeats.interval.seconds")
-        if interval is not None:
-            section["interval"] = _seconds(interval[0], interval[1], self.problems) or ""
+        enabled = self._flag_value(layers, "emit.heartbeats.enabled", "enabled")
+        pipeline["features"]["heartbeats"] = enabled
+        section = self._interval(layers, "emit.heartbeats.interval.seconds")
         replicate = self._value(layers, "heartbeats.replication.enabled")
         if replicate is not None:
             section["replicate"] = _flag(replicate[0], replicate[1], self.problems) or ""
@@ -443,6 +439,13 @@ class _FlowBuilder:
         if replicated:
             pipeline["topicCreation"] = {"replicated": replicated}
 
+    def _interval(self, layers: _Layers, key: str) -> dict[str, str]:
+        """``{"interval": ...}`` from an MM2 ``*.interval.seconds`` key, or ``{}``."""
+        found = self._value(layers, key)
+        if found is None:
+            return {}
+        return {"interval": _seconds(found[0], found[1], self.problems) or ""}
+
     def _flag_value(self, layers: _Layers, key: str, default: str) -> str:
         found = self._value(layers, key)
         return default if found is None else _flag(found[0], found[1], self.problems) or default
@@ -458,10 +461,7 @@ class _FlowBuilder:
             self.notes.append(Note("emit.checkpoints.enabled", advice))
             checkpoints = "disabled"
         features["checkpoints"] = checkpoints
-        section: dict[str, str] = {}
-        interval = self._value(layers, "emit.checkpoints.interval.seconds")
-        if interval is not None:
-            section["interval"] = _seconds(interval[0], interval[1], self.problems) or ""
+        section = self._interval(layers, "emit.checkpoints.interval.seconds")
         groups = self._value(layers, "groups")
         if groups is not None:
             section["groups"] = _regex(_parse_list(groups[0]) or ["(?!)"])
