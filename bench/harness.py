@@ -55,6 +55,8 @@ from bench.k2k_bench import (
     K2KExactlyOnce,
     K2KExactlyOnceFastCommit,
     K2KExactlyOnceMappings,
+    K2KFromMM2File,
+    K2KFromMM2FileExactlyOnce,
 )
 from bench.latency import WARMUP, PacedWriter
 from bench.lifecycle import Interrupted, install_handlers, stop_processes, stop_strays
@@ -75,6 +77,8 @@ CONTENDERS: list[type[Contender]] = [
     K2KExactlyOnceFastCommit,
     MirrorMaker2AtLeastOnce,
     MirrorMaker2ExactlyOnce,
+    K2KFromMM2File,
+    K2KFromMM2FileExactlyOnce,
     SparkStructuredStreaming,
     ProducerPerfTool,
     BareLoop,
@@ -540,7 +544,9 @@ def run_backlog(
         res.complete, why = have == total, f"INCOMPLETE: {have:,} of {total:,} records"
     if not res.complete:
         res.note = f"{why}; {res.note}" if res.note else why
-    if verified is not None and res.complete and isinstance(c, K2KAtLeastOnce):
+    # The MM2-file contenders have no pipeline file of their own to verify with.
+    checkable = isinstance(c, K2KAtLeastOnce) and not isinstance(c, K2KFromMM2File)
+    if verified is not None and res.complete and checkable:
         verified.append(run_verify(c, w, ctx, limit))
     return res
 

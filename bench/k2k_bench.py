@@ -21,6 +21,13 @@ from typing import Any, ClassVar
 import yaml
 
 from bench.contender import Contender, Ctx
+from bench.mm2 import (
+    HERE,
+    TARGET_ALIAS,
+    MirrorMaker2AtLeastOnce,
+    MirrorMaker2ExactlyOnce,
+    render_config,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,6 +38,8 @@ __all__ = [
     "K2KExactlyOnce",
     "K2KExactlyOnceFastCommit",
     "K2KExactlyOnceMappings",
+    "K2KFromMM2File",
+    "K2KFromMM2FileExactlyOnce",
 ]
 
 
@@ -149,3 +158,37 @@ class K2KAtLeastOnceTelemetry(K2KAtLeastOnce):
                 time.sleep(1.0)
 
         threading.Thread(target=scrape, name="bench-scrape", daemon=True).start()
+
+
+class K2KFromMM2File(K2KAtLeastOnce):
+    """k2k started from the MM2 contender's own properties file, rendered for the run exactly
+    as MM2 gets it (``k2k start --mm2 <file> --clusters <target alias>``): the same file."""
+
+    key = "k2k-mm2"
+    name = "k2k from MM2's file, at-least-once"
+    mm2: ClassVar[type[MirrorMaker2AtLeastOnce]] = MirrorMaker2AtLeastOnce
+
+    def dest_topic(self, topic: str, run: str) -> str:
+        return self.mm2().dest_topic(topic, run)
+
+    def start(self, ctx: Ctx) -> None:
+        mm2 = self.mm2()
+        ctx.tmp.mkdir(parents=True, exist_ok=True)
+        config = ctx.tmp / f"k2k-mm2-{ctx.run}.properties"
+        config.write_text(render_config(HERE / mm2.template, mm2.config_values(ctx)))
+        argv = [str(ROOT / ".venv/bin/k2k"), "start", "--mm2", str(config)]
+        argv += ["--clusters", TARGET_ALIAS]
+        if not ctx.steady:
+            argv.insert(2, "--until-caught-up")
+        with open(ctx.tmp / f"{ctx.dest}.log", "w") as log:  # the child keeps its own copy
+            proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log)
+        ctx.procs.append(proc)
+
+
+class K2KFromMM2FileExactlyOnce(K2KFromMM2File):
+    """The same with MM2's exactly-once file (``exactly.once.support``)."""
+
+    key = "k2k-mm2-eos"
+    name = "k2k from MM2's file, exactly-once"
+    guarantee = "exactly-once"
+    mm2: ClassVar[type[MirrorMaker2AtLeastOnce]] = MirrorMaker2ExactlyOnce

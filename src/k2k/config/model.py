@@ -821,7 +821,8 @@ class Spark(K2KModel):
         None,
         ge=1,
         description="Most runner groups (concurrent Spark tasks); null means Spark's default "
-        "parallelism.",
+        "parallelism. With a local master at most its cores (a group beyond them would wait "
+        "for a free core until the lease ends).",
     )
     lease_duration: Duration = Field(
         timedelta(minutes=5),

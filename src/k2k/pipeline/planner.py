@@ -178,6 +178,16 @@ class Planner:
         finally:
             self.close()
 
+    def _slots(self, job: LeaseJob) -> int:
+        """Runner groups per lease: ``spark.parallelism``, else Spark's default parallelism.
+        A local master never runs more tasks at once than it has cores, and a group beyond
+        them would wait for a free one until the lease ends, so there it is capped."""
+        slots: int = job.sc.defaultParallelism
+        wanted = self.cfg.spark.parallelism
+        if wanted is None:
+            return slots
+        return min(wanted, slots) if (job.sc.master or "").startswith("local") else wanted
+
     def close(self) -> None:
         """Runs on: driver. Stop the heartbeats and checkpoints, leave the commit group, then
         close the lease channel, the progress store and the Spark session this planner
@@ -327,7 +337,7 @@ class Planner:
                 return
             job.idle(lambda: membership.changed(members, {}), live.tick)
             return
-        slots = self.cfg.spark.parallelism or job.sc.defaultParallelism
+        slots = self._slots(job)
         groups = membership.claim(self._plan(ranges, slots), self._stop.is_set)
         if self._stop.is_set():
             # Not released: this claim may not have fenced its predecessors yet, so the
