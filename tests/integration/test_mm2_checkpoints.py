@@ -14,12 +14,8 @@ the unique key of the source record at the group's position.
 
 from __future__ import annotations
 
-import os
 import random
-import shutil
-import subprocess
 import uuid
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
@@ -27,10 +23,9 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from k2k.config import load_pipeline
 from k2k.formats.checkpoint import Checkpoint
-from k2k.local import KAFKA_VERSION, k2k_home
-from k2k.local.install import maven_install
 from k2k.pipeline.checkpoints import CheckpointEmitter
 from tests.integration.conftest import k2k_cli, pipeline_dict, write_pipeline
+from tests.integration.mm2java import compile_program, run_program
 from tests.integration.procs import K2KProcess
 from tests.kafkautil import create_topic, eventually, produce, read_all
 
@@ -63,47 +58,15 @@ public class Translate {
 """
 
 
-def _jdk_tool(name: str) -> str:
-    """``javac``/``java`` of the JDK on JAVA_HOME, else on PATH; skips without a JDK."""
-    home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / name).is_file():
-        return str(Path(home) / "bin" / name)
-    found = shutil.which(name)
-    if found is None:
-        pytest.skip(f"no {name} (a JDK) on JAVA_HOME or PATH")
-    return found
-
-
 @pytest.fixture(scope="module")
 def mm2_translate(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """The command that runs the compiled program (append: target bootstrap, alias, group)."""
-    pom = (Path(__file__).parent / "mm2client" / "pom.xml").read_text(encoding="utf-8")
-    libs = maven_install(
-        "MirrorMaker 2's client library",
-        pom,
-        k2k_home() / f"mm2-client-{KAFKA_VERSION}",
-        {"kafka.version": KAFKA_VERSION},
-        f"connect-mirror-client-{KAFKA_VERSION}.jar",
-    )
-    classpath = f"{libs}/*"
-    out = tmp_path_factory.mktemp("mm2-translate")
-    (out / "Translate.java").write_text(_TRANSLATE_JAVA, encoding="utf-8")
-    subprocess.run(
-        [_jdk_tool("javac"), "-cp", classpath, "-d", str(out), str(out / "Translate.java")],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    return [_jdk_tool("java"), "-cp", f"{out}:{classpath}", "Translate"]
+    return compile_program(tmp_path_factory.mktemp("mm2-translate"), "Translate", _TRANSLATE_JAVA)
 
 
 def _mm2_offsets(command: list[str], *args: str) -> dict[TP, int]:
-    done = subprocess.run(
-        [*command, *args], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
     offsets: dict[TP, int] = {}
-    for line in done.stdout.splitlines():
+    for line in run_program(command, *args):
         topic, partition, offset = line.split()
         offsets[(topic, int(partition))] = int(offset)
     return offsets

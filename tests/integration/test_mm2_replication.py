@@ -16,6 +16,7 @@ from tests.integration.conftest import (
     wait_progress_past,
     write_pipeline,
 )
+from tests.integration.mm2java import compile_program, run_program
 from tests.integration.procs import K2KProcess
 from tests.kafkautil import Rec, create_topic, eventually, list_topics, produce, read_all
 
@@ -47,6 +48,53 @@ def _direction(name: str, topic: str, clusters: tuple[str, str], aliases: tuple[
     return doc
 
 
+_TOPOLOGY_JAVA = """
+import java.time.Duration;
+import java.util.*;
+import org.apache.kafka.clients.consumer.*;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.connect.mirror.Heartbeat;
+import org.apache.kafka.connect.mirror.RemoteClusterUtils;
+
+/** What MM2's client sees on a cluster: its upstream clusters, the hops to one of them, and
+ *  the records of a heartbeats topic decoded by MM2's own Heartbeat class. */
+public class Topology {
+    public static void main(String[] args) throws Exception {
+        Map<String, Object> props = new HashMap<>();
+        props.put("bootstrap.servers", args[0]);
+        for (String upstream : RemoteClusterUtils.upstreamClusters(props)) {
+            System.out.println("upstream " + upstream);
+        }
+        System.out.println("hops " + RemoteClusterUtils.replicationHops(props, args[1]));
+        Map<String, Object> conf = new HashMap<>(props);
+        conf.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        conf.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(conf)) {
+            List<TopicPartition> tps = new ArrayList<>();
+            consumer.partitionsFor(args[2]).forEach(p -> tps.add(new TopicPartition(p.topic(), p.partition())));
+            consumer.assign(tps);
+            consumer.seekToBeginning(tps);
+            Map<TopicPartition, Long> ends = consumer.endOffsets(tps);
+            while (tps.stream().anyMatch(tp -> consumer.position(tp) < ends.get(tp))) {
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(500))) {
+                    Heartbeat hb = Heartbeat.deserializeRecord(r);
+                    System.out.println("heartbeat " + hb.sourceClusterAlias() + " "
+                        + hb.targetClusterAlias() + " " + hb.timestamp());
+                }
+            }
+        }
+    }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def mm2_topology(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """MM2's view of a cluster (append: bootstrap, upstream alias, heartbeats topic)."""
+    return compile_program(tmp_path_factory.mktemp("mm2-topology"), "Topology", _TOPOLOGY_JAVA)
+
+
 def _values(bootstrap: str, topic: str) -> Counter:
     return Counter(r.value for recs in read_all(bootstrap, topic).values() for r in recs)
 
@@ -59,7 +107,9 @@ def _heartbeats(bootstrap: str, topic: str) -> list[tuple[Heartbeat, Rec]]:
     ]
 
 
-def test_alias_named_pipelines_run_active_active_with_heartbeats(clusters, tmp_path, topic_name):
+def test_alias_named_pipelines_run_active_active_with_heartbeats(
+    clusters, tmp_path, topic_name, mm2_topology
+):
     """Scenario: topic t exists on A (the source cluster) and B (the target cluster);
     pipelines A -> B and B -> A (``topic: {policy: alias}``, exactly-once, heartbeats every
     200 ms) run as two ``k2k start`` processes while producers write 3 rounds to each side.
@@ -162,6 +212,12 @@ def test_alias_named_pipelines_run_active_active_with_heartbeats(clusters, tmp_p
         copied = _heartbeats(other, f"{alias[target]}.heartbeats")
         mine = [hb for hb, _ in copied if hb.source_alias == alias[source]]
         assert mine and set(mine) <= {hb for hb, _ in beats}
+        # MM2's own client: the other side is one hop upstream, and it decodes the copies.
+        seen = run_program(mm2_topology, other, alias[target], f"{alias[target]}.heartbeats")
+        assert f"upstream {alias[target]}" in seen and "hops 1" in seen
+        assert sorted(ln for ln in seen if ln.startswith("heartbeat ")) == sorted(
+            f"heartbeat {hb.source_alias} {hb.target_alias} {hb.timestamp_ms}" for hb, _ in copied
+        )
 
 
 def test_identity_policy_keeps_names_and_carries_upstream_heartbeats(
