@@ -7,7 +7,9 @@ import uuid
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
+from k2k.formats.checkpoint import Checkpoint
 from tests.integration.conftest import BASE_TS, k2k_cli
 from tests.kafkautil import create_topic, eventually, list_topics, produce, read_all
 
@@ -31,6 +33,16 @@ backup.offset.flush.interval.ms = 200
 """
 
 
+def _commit(bootstrap: str, group: str, topic: str, positions: dict[int, int]) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        consumer.commit(
+            offsets=[TopicPartition(topic, p, o) for p, o in positions.items()], asynchronous=False
+        )
+    finally:
+        consumer.close()
+
+
 def test_start_mm2_replicates_with_alias_names(clusters, tmp_path: Path) -> None:
     run = uuid.uuid4().hex[:8]
     alias, topic = f"src_{run}", f"mm2-start-{run}"
@@ -40,6 +52,8 @@ def test_start_mm2_replicates_with_alias_names(clusters, tmp_path: Path) -> None
         for i in range(300)
     ]
     produce(clusters.source, topic, records)
+    group, positions = f"app-{run}", {0: 40, 1: 100, 2: 7}  # an application's committed offsets
+    _commit(clusters.source, group, topic, positions)
     path = tmp_path / "mm2.properties"
     path.write_text(_properties(clusters.source, clusters.target, alias, topic), encoding="utf-8")
 
@@ -56,6 +70,15 @@ def test_start_mm2_replicates_with_alias_names(clusters, tmp_path: Path) -> None
     assert sum(len(recs) for recs in copied.values()) == len(records)
     for partition, recs in source.items():
         assert [r.content() for r in copied[partition]] == [r.content() for r in recs]
+    # MM2's checkpoints are on by default: the last pass covers the application's group, and
+    # the fresh target topic holds each record at its source offset.
+    checkpoints = {
+        (c.topic, c.partition): (c.upstream_offset, c.downstream_offset)
+        for p, recs in read_all(clusters.target, f"{alias}.checkpoints.internal").items()
+        for r in recs
+        if (c := Checkpoint.decode(r.key, r.value, "checkpoints", p, r.offset)).group == group
+    }
+    assert checkpoints == {(remote, p): (o, o) for p, o in positions.items()}
 
 
 def test_start_mm2_runs_several_flows_one_process_each(clusters, tmp_path: Path) -> None:

@@ -112,6 +112,20 @@ class CheckpointEmitter:
         self.store.close()
         self.runs.close()
 
+    def last_pass(self) -> None:
+        """Stop the periodic passes and make one more, when the pipeline ended cleanly: the
+        checkpoints then cover everything it replicated (``--until-caught-up`` before a
+        cut-over). A failure is logged; the checkpoints of the last good pass stay."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        try:
+            report = self.one_pass()
+        except K2KError as exc:
+            log.warning("MM2 checkpoints: the last pass failed: %s", exc)
+        else:
+            log.info("MM2 checkpoints: last pass wrote %d", len(report.written))
+
     def one_pass(self) -> CheckpointPass:
         """Steps 1-5 of the module doc; raises :class:`~k2k.errors.ClusterError` when a
         cluster does not answer."""

@@ -166,6 +166,8 @@ class Planner:
                 else:
                     outages.over()
                 discover = True
+            if self.checkpoints is not None:
+                self.checkpoints.last_pass()
             return self.stats
         except StandDown:
             if self.membership is not None:
