@@ -274,6 +274,10 @@ class SchemaIdRewrite:
     def _rewrite(self, facet: Facet, data: list[bytes | None]) -> list[bytes | None]:
         table = self.table(facet)
         self._data[facet] = data
+        if self.mapper.on_non_wire_format == "pass":
+            # Data not starting with the magic byte passes as it is, without a lookup: plain
+            # keys beside wire-format values would otherwise each miss the table.
+            return [table[d[:_PREFIX]] + d[_PREFIX:] if d and d[0] == _MAGIC else d for d in data]
         return [None if d is None else table[d[:_PREFIX]] + d[_PREFIX:] for d in data]
 
     def _miss(self, facet: Facet, prefix: bytes) -> bytes:
