@@ -76,6 +76,12 @@ def _doomed(bootstrap: str, producer: Producer, gone: str) -> None:
     _delete_topic(bootstrap, gone)
 
 
+def _await_markers(bootstrap: str, topic: str, end: int) -> None:
+    """Wait until ``read_committed`` readers see up to ``end``: a commit returns once the
+    coordinator decided it, and writes the partitions' commit markers after that."""
+    eventually(lambda: end_offsets(bootstrap, topic), {0: end})
+
+
 def _abort_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [
         r.getMessage()
@@ -154,6 +160,7 @@ def test_a_commit_whose_abort_fails_raises_its_own_error_and_the_id_is_fenced(
         after.finish({SOURCE_TP: 3})
     finally:
         after.close()
+    _await_markers(clusters.target, target, 4)
     committed = read_all(clusters.target, target)[0]
     assert [(r.key, r.value, r.offset) for r in committed] == [
         (b"k0", b"v0", 0),
@@ -220,6 +227,7 @@ def test_abandon_survives_an_abort_that_fails_and_the_id_commits_after_a_fence(
     for i in range(2):
         fresh.produce(target, b"after-%d" % i, b"k%d" % i, partition=0)
     fresh.commit_transaction(30)
+    _await_markers(clusters.target, target, 3)
     committed = read_all(clusters.target, target)[0]
     assert [(r.key, r.value, r.offset) for r in committed] == [
         (b"k0", b"after-0", 0),
