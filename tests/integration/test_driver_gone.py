@@ -34,7 +34,7 @@ def _steady_source(bootstrap: str, topic: str, stop: threading.Event) -> None:
             topic,
             [
                 (p, b"%06d-%03d" % (chunk, i), b"v" * 100, None, None)
-                for p in range(2)
+                for p in range(PARTITIONS)
                 for i in range(500)
             ],
         )

@@ -8,11 +8,15 @@ compacted-only topics refuse, so it has ``cleanup.policy`` ``delete``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from k2k.errors import TopicError
 from k2k.kafka.admin import ClusterView
 
-__all__ = ["ensure_control_topic"]
+if TYPE_CHECKING:
+    from k2k.config.topics import TopicSettings
+
+__all__ = ["ensure_control_topic", "ensure_mm2_topic"]
 
 
 def ensure_control_topic(
@@ -62,3 +66,21 @@ _WHY = {
     "delete": "the Offset Mapping app trims old mappings with DeleteRecords, which a "
     "compacted-only topic refuses",
 }
+
+
+def ensure_mm2_topic(
+    target: ClusterView, name: str, key_path: str, settings: TopicSettings, *, validate: bool
+) -> None:
+    """Create one of MM2's topics on the target (heartbeats, checkpoints) when missing, as
+    MM2 does: one partition, compacted, with ``settings``' replication factor and configs
+    (``topicCreation.control``). An existing one (e.g. MM2's own) is used as it is."""
+    ensure_control_topic(
+        target,
+        name,
+        key_path,
+        auto_create=True,
+        validate=validate,
+        partitions=1,
+        replication_factor=settings.replication_factor,
+        configs=settings.configs,
+    )

@@ -27,10 +27,7 @@ from typing import ClassVar
 
 from k2k.errors import ControlRecordError
 from k2k.formats.codec import locator
-from k2k.formats.protocol import INT16 as _INT16
-from k2k.formats.protocol import INT64 as _INT64
-from k2k.formats.protocol import read_string as _read_string
-from k2k.formats.protocol import write_string as _string
+from k2k.formats.protocol import INT16, INT64, read_string, write_string
 
 __all__ = ["Heartbeat"]
 
@@ -51,8 +48,8 @@ class Heartbeat:
 
     def encode(self) -> tuple[bytes, bytes]:
         """The record's key and value bytes."""
-        key = _string(self.source_alias) + _string(self.target_alias)
-        return key, _INT16.pack(self.VERSION) + _INT64.pack(self.timestamp_ms)
+        key = write_string(self.source_alias) + write_string(self.target_alias)
+        return key, INT16.pack(self.VERSION) + INT64.pack(self.timestamp_ms)
 
     @classmethod
     def decode(
@@ -71,9 +68,9 @@ class Heartbeat:
         if key is None or value is None:
             raise ControlRecordError(f"{where}: heartbeat key or value is null")
         try:
-            source, rest = _read_string(key)
-            target, rest = _read_string(rest)
-            (version,) = _INT16.unpack_from(value)
+            source, rest = read_string(key)
+            target, rest = read_string(rest)
+            (version,) = INT16.unpack_from(value)
         except (struct.error, UnicodeDecodeError) as exc:
             raise ControlRecordError(f"{where}: not a heartbeat record ({exc})") from None
         if version != cls.VERSION:
@@ -81,7 +78,7 @@ class Heartbeat:
                 f"{where}: heartbeat value version {version} is unknown "
                 f"(this k2k reads version {cls.VERSION})"
             )
-        if rest or len(value) != _INT16.size + _INT64.size:
+        if rest or len(value) != INT16.size + INT64.size:
             raise ControlRecordError(f"{where}: not a heartbeat record (wrong length)")
-        (timestamp_ms,) = _INT64.unpack_from(value, _INT16.size)
+        (timestamp_ms,) = INT64.unpack_from(value, INT16.size)
         return cls(source, target, timestamp_ms)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaError, Message
 
 from k2k.config import PipelineConfig
-from k2k.coordination.topics import ensure_control_topic
+from k2k.coordination.topics import ensure_mm2_topic
 from k2k.errors import ClusterError, ControlRecordError, K2KError
 from k2k.formats.checkpoint import Checkpoint
 from k2k.kafka.admin import ClusterView
@@ -50,16 +50,12 @@ def ensure_checkpoints_topic(cfg: PipelineConfig, target: ClusterView) -> None:
     compacted (one checkpoint per group and partition survives), with
     ``topicCreation.control``'s replication factor and configs. An existing one (e.g. MM2's)
     is used as it is."""
-    settings = cfg.topic_creation.control.coordination()
-    ensure_control_topic(
+    ensure_mm2_topic(
         target,
         cfg.checkpoints_topic(),
         "features.checkpoints",
-        auto_create=True,
+        cfg.topic_creation.control.coordination(),
         validate=cfg.features.validate_control_topic_settings,
-        partitions=1,
-        replication_factor=settings.replication_factor,
-        configs=settings.configs,
     )
 
 

@@ -16,7 +16,7 @@ import time
 from confluent_kafka import KafkaError, Message
 
 from k2k.config import PipelineConfig
-from k2k.coordination.topics import ensure_control_topic
+from k2k.coordination.topics import ensure_mm2_topic
 from k2k.formats.heartbeat import Heartbeat
 from k2k.kafka.admin import ClusterView
 from k2k.kafka.factory import build_producer, producer_settings
@@ -35,16 +35,7 @@ def ensure_heartbeats_topic(cfg: PipelineConfig, target: ClusterView) -> None:
     compacted, with ``topicCreation.control``'s replication factor and configs. An existing
     one (e.g. MM2's) is used as it is."""
     settings = cfg.topic_creation.control.coordination()
-    ensure_control_topic(
-        target,
-        HEARTBEATS_TOPIC,
-        "features.heartbeats",
-        auto_create=True,
-        validate=False,
-        partitions=1,
-        replication_factor=settings.replication_factor,
-        configs=settings.configs,
-    )
+    ensure_mm2_topic(target, HEARTBEATS_TOPIC, "features.heartbeats", settings, validate=False)
 
 
 class HeartbeatEmitter:
