@@ -180,6 +180,19 @@ class Planner:
         finally:
             self.close()
 
+    def _start_mm2_emitters(self) -> None:
+        """MM2's heartbeats and checkpoints, when enabled: driver threads of their own,
+        stopped by :meth:`close`."""
+        cfg, target = self.cfg, self.discovery.target
+        if cfg.features.heartbeats:
+            ensure_heartbeats_topic(cfg, target)
+            self.heartbeats = HeartbeatEmitter(cfg)
+            self.heartbeats.start()
+        if cfg.features.checkpoints:
+            ensure_checkpoints_topic(cfg, target)
+            self.checkpoints = CheckpointEmitter(cfg)
+            self.checkpoints.start()
+
     def _slots(self, job: LeaseJob) -> int:
         """Runner groups per lease: ``spark.parallelism``, else Spark's default parallelism.
         A local master never runs more tasks at once than it has cores, and a group beyond
@@ -232,14 +245,7 @@ class Planner:
                 cfg, self.discovery.target
             )
         self.watch.start()  # both answered: from now on an outage is reported (and when it ends)
-        if cfg.features.heartbeats:
-            ensure_heartbeats_topic(cfg, self.discovery.target)
-            self.heartbeats = HeartbeatEmitter(cfg)
-            self.heartbeats.start()
-        if cfg.features.checkpoints:
-            ensure_checkpoints_topic(cfg, self.discovery.target)
-            self.checkpoints = CheckpointEmitter(cfg)
-            self.checkpoints.start()
+        self._start_mm2_emitters()
         log.info("joining commit group %s", cfg.commit_group)
         self.membership = Membership(cfg, self.member, self.standby, assignment_partitions)
         self.membership.join()
