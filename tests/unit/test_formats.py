@@ -378,3 +378,42 @@ def test_the_run_encoder_writes_the_record_bytes(pipeline, topic, target):
             pipeline, topic, 7, frm, first, count, target, 2, t_first, t_last, at
         )
         assert encoder.encode(frm, first, count, target, 2, t_first, t_last, at) == rec.encode()
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "owner", "topic_id"),
+    [
+        ("orders-dr", "", ""),
+        ("orders-dr", "host-a", "Sx1vT5XqQ2aJ0e1b6nWz9g"),
+        ("dr 100%", "höst-ä", ""),  # a '%' and non-ASCII text pass through the template
+        ('quo"te', "back\\slash", "id"),
+    ],
+)
+def test_a_value_writer_writes_the_bytes_encode_value_writes(pipeline, owner, topic_id):
+    write = ProgressRecord.value_writer(pipeline, owner, topic_id)
+    for offset, at in ((0, 0), (42, 1700000000000), (2**62, 1)):
+        rec = ProgressRecord("g", "t", 0, offset, pipeline, at, owner, topic_id)
+        assert write(offset, at) == rec.encode_value()
+        assert ProgressRecord.decode_value(rec.key, write(offset, at), "t[0]@1") == rec
+
+
+def test_the_other_groups_filter_skips_only_keys_of_other_groups():
+    other = ProgressKey.other_groups_filter("orders-dr")
+    assert other(ProgressKey("billing", "orders", 1).encode())
+    assert other(OwnerRecord("billing", "t", 0, "m", "s", "tx", "c", 1).encode()[0])
+    # Its own group's records, of both families, go on to the decoder.
+    assert not other(ProgressKey("orders-dr", "orders", 1).encode())
+    assert not other(OwnerRecord("orders-dr", "t", 0, "m", "s", "tx", "c", 1).encode()[0])
+    # So does anything it cannot tell: another layout, junk, a tombstone's missing key, and
+    # a group whose name starts like this one's.
+    assert not other(b'{"k":1,"group":"billing","partition":0,"topic":"t"}')
+    assert not other(b"not json")
+    assert not other(None)
+    assert other(ProgressKey("orders-dr-2", "orders", 1).encode())
+
+
+def test_the_other_groups_filter_is_off_for_names_json_escapes():
+    for group in ('a"b', "back\\slash", "tab\there", "ünïcode"):
+        other = ProgressKey.other_groups_filter(group)
+        assert not other(ProgressKey("billing", "t", 0).encode())
+        assert not other(ProgressKey(group, "t", 0).encode())

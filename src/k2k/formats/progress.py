@@ -24,13 +24,18 @@ b'{"committedAt":1700000000000,"offset":5,"owner":"a","pipeline":"dr","topicId":
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from k2k.errors import ControlRecordError
 from k2k.formats.codec import check_version, dumps_canonical, key_family, load_object, locator
 
-__all__ = ["ProgressKey", "ProgressRecord"]
+__all__ = ["ProgressKey", "ProgressRecord", "ValueWriter"]
+
+#: Encodes a progress value from (offset, committed-at milliseconds).
+ValueWriter = Callable[[int, int], bytes]
 
 # Records under a key of another version are never compacted away by ours: remove them.
 _CLEAN = "upgrade k2k or clean the topic"
@@ -84,6 +89,26 @@ class ProgressKey:
         except (KeyError, TypeError, ValueError) as exc:
             raise ControlRecordError(f"{where}: malformed progress key ({exc!r})") from None
 
+    @staticmethod
+    def other_groups_filter(group: str) -> Callable[[bytes | None], bool]:
+        """A test that tells, from the raw bytes alone, a key written for another commit
+        group: keys are canonical JSON, whose first field is ``group``. A shared commit topic
+        holds every pipeline's progress, and a reader decodes only its own group's records.
+        Anything the test cannot tell (another layout, a group name JSON would escape) is
+        left to the full decode.
+
+        >>> other = ProgressKey.other_groups_filter("orders-dr")
+        >>> other(ProgressKey("billing", "t", 0).encode()), other(ProgressKey("orders-dr", "t", 0).encode())
+        (True, False)
+        >>> other(b'{"k":1,"group":"billing"}'), other(None), other(b"junk")
+        (False, False, False)
+        """
+        if json.dumps(group) != f'"{group}"':
+            return lambda raw: False  # a name JSON escapes: leave every key to the decoder
+        own = dumps_canonical({"group": group})[:-1] + b","
+        any_group = b'{"group":"'
+        return lambda raw: raw is not None and raw.startswith(any_group) and not raw.startswith(own)
+
     def __repr__(self) -> str:
         return f"ProgressKey({self.group}: {self.topic}[{self.partition}])"
 
@@ -131,6 +156,33 @@ class ProgressRecord:
         if self.topic_id:
             value["topicId"] = self.topic_id
         return dumps_canonical(value)
+
+    @classmethod
+    def value_writer(cls, pipeline: str, owner: str = "", topic_id: str = "") -> ValueWriter:
+        """A writer of the values of one partition's progress records: the same bytes as
+        :meth:`encode_value`, with only the offset and the time filled in per record.
+
+        A runner writes a progress record per partition at every commit point, so the fields
+        that never change within a lease are encoded once. Canonical JSON sorts the keys, and
+        ``committedAt`` and ``offset`` sort before every other field:
+
+        >>> write = ProgressRecord.value_writer("dr", "a", "Sx1vT5XqQ2aJ0e1b6nWz9g")
+        >>> write(5, 1700000000000) == ProgressRecord(
+        ...     "dr", "orders", 0, 5, "dr", 1700000000000, "a", "Sx1vT5XqQ2aJ0e1b6nWz9g"
+        ... ).encode_value()
+        True
+        >>> ProgressRecord.value_writer("dr")(7, 1)
+        b'{"committedAt":1,"offset":7,"pipeline":"dr","v":1}'
+        """
+        fixed = cls("", "", 0, 0, pipeline, 0, owner, topic_id).encode_value()
+        head = b'{"committedAt":0,"offset":0,'
+        assert fixed.startswith(head), "committedAt and offset must sort first"
+        template = b'{"committedAt":%d,"offset":%d,' + fixed[len(head) :].replace(b"%", b"%%")
+
+        def write(offset: int, committed_at_ms: int) -> bytes:
+            return template % (committed_at_ms, offset)
+
+        return write
 
     @classmethod
     def decode(

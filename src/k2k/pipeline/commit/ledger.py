@@ -22,6 +22,7 @@ from confluent_kafka import KafkaError, Message, Producer
 from k2k.coordination.progress import ProgressStore
 from k2k.errors import Unavailable
 from k2k.formats import ProgressKey, ProgressRecord
+from k2k.formats.progress import ValueWriter
 from k2k.kafka.faults import describe
 from k2k.kafka.murmur2 import murmur2_partition
 from k2k.kafka.produce import produce_when_room
@@ -57,6 +58,8 @@ class ProgressLedger:
         self.committed: Positions = {tp: o.start for tp, o in self.outcomes.items()}
         self.unwritten = {(r.topic, r.partition) for r in ranges if not r.has_progress}
         self._slots: dict[TP, tuple[bytes, int]] = {}
+        #: Per partition, its progress values' writer (the fields fixed for the lease, encoded once).
+        self._writers: dict[TP, ValueWriter] = {}
         #: Told how long each commit took, and when one failed (telemetry), else None.
         self.timing: CommitTiming | None = None
 
@@ -128,20 +131,15 @@ class ProgressLedger:
 
     def produce(self, producer: Producer, tp: TP, pos: int, now_ms: int) -> None:
         """Produce the progress record ``tp`` -> ``pos`` (no bookkeeping)."""
-        spec = self.spec
-        record = ProgressRecord(
-            spec.commit_group,
-            tp[0],
-            tp[1],
-            pos,
-            spec.pipeline,
-            now_ms,
-            spec.member,
-            spec.topic_ids.get(tp[0], ""),
-        )
         key, partition = self.slot(tp)
+        write = self._writers.get(tp)
+        if write is None:
+            spec = self.spec
+            write = self._writers[tp] = ProgressRecord.value_writer(
+                spec.pipeline, spec.member, spec.topic_ids.get(tp[0], "")
+            )
         produce_when_room(
-            producer, spec.commit_topic, record.encode_value(), key, partition, self.on_delivery
+            producer, self.spec.commit_topic, write(pos, now_ms), key, partition, self.on_delivery
         )
 
     def mark_committed(self, written: Written) -> None:
