@@ -61,6 +61,8 @@ class ProgressStore:
             timeout_s=sync_timeout_s,
             past_open_transactions=past_open_transactions,
         )
+        #: Another commit group's record, told by its key's bytes (not decoded).
+        self._of_other_group = ProgressKey.other_groups_filter(group)
         self.latest: dict[tuple[str, int], ProgressRecord] = {}
         self.skipped = 0
         self._fresh: list[ProgressRecord] = []
@@ -84,6 +86,8 @@ class ProgressStore:
         self._tail.close()
 
     def _apply(self, m: Message) -> None:
+        if self._of_other_group(m.key()):
+            return
         where = locator(m.topic(), m.partition(), m.offset())
         try:
             key = ProgressKey.decode_shared(m.key(), where)
