@@ -233,12 +233,16 @@ class Runner:
             # Step 2. Stages and write, run by run.
             if msgs:
                 copier.copy(msgs, strategy)
-            source.retire_finished()
-            if not source.reading:
-                break
+            # One read of the positions serves both the range ends and the commit point.
+            due = strategy.due(monotonic())
+            positions = source.positions() if due or source.bounds else None
+            if source.bounds:
+                source.retire_finished(positions)
+                if not source.reading:
+                    break
             # Step 3. Commit point at batchSize records or batchTimeout.
-            if strategy.due(monotonic()):
-                strategy.seal(source.positions())
+            if positions is not None and due:
+                strategy.seal(positions)
             strategy.service()
         if stop.driver_gone:
             raise DriverGone(f"{stop.driver_gone}; this runner stopped without committing")

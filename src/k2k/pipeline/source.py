@@ -172,11 +172,13 @@ class SourceReader:
             final.setdefault(tp, self.committed[tp])
         return final
 
-    def retire_finished(self) -> None:
-        """Stop reading partitions that reached their range end (``--until-caught-up``)."""
+    def retire_finished(self, positions: Positions | None = None) -> None:
+        """Stop reading partitions that reached their range end (``--until-caught-up``);
+        ``positions``: the current :meth:`positions`, when the caller has them already."""
         if not self.bounds:
             return
-        finished = [tp for tp, pos in self.positions(self.bounds).items() if pos >= self.bounds[tp]]
+        now = self.positions(self.bounds) if positions is None else positions
+        finished = [tp for tp, end in self.bounds.items() if now[tp] >= end]
         if not finished:
             return
         done = set(finished)
