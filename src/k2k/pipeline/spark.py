@@ -73,6 +73,9 @@ SPARK_DEFAULTS: dict[str, str] = {
 _JAVA_OPTIONS = ("spark.driver.extraJavaOptions",)
 
 
+#: Spark's setting for the Python daemon module (see :func:`_local_daemon`).
+DAEMON_MODULE_KEY = "spark.python.daemon.module"
+
 #: A speculative copy of a runner task would be a second writer for the same partitions.
 SPARK_FORCED: dict[str, str] = {"spark.speculation": "false"}
 
@@ -109,6 +112,7 @@ def start_spark(app_name: str, master: str, conf: Mapping[str, str]) -> SparkSes
     if given is None:
         settings = {**spark_settings(conf), "spark.master": master, "spark.app.name": app_name}
         _set_executor_python(settings)
+        _local_daemon(settings)
         _launch_jvm(settings)
     else:
         # The JVM runs already: its options (k2k's quiet logging file) cannot apply.
@@ -117,6 +121,8 @@ def start_spark(app_name: str, master: str, conf: Mapping[str, str]) -> SparkSes
         if given.get("spark.app.name", _SUBMIT_APP_NAME) == _SUBMIT_APP_NAME:
             settings["spark.app.name"] = app_name
         _set_executor_python(settings)
+        if DAEMON_MODULE_KEY not in given:
+            _local_daemon(settings)
     builder = SparkSession.builder
     for key, value in settings.items():
         builder = builder.config(key, value)
@@ -175,6 +181,15 @@ def _set_executor_python(settings: Mapping[str, str]) -> None:
     elif is_local(settings.get("spark.master", "")):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def _local_daemon(settings: dict[str, str]) -> None:
+    """For a local master whose executors run this interpreter, Spark's Python daemon is
+    :mod:`k2k.pipeline.daemon` (unless ``spark.conf`` names another): its forked workers
+    start with the runner imported."""
+    local = is_local(settings.get("spark.master", ""))
+    if local and os.environ.get("PYSPARK_PYTHON") == sys.executable:
+        settings.setdefault(DAEMON_MODULE_KEY, "k2k.pipeline.daemon")
 
 
 def _launch_jvm(settings: Mapping[str, str]) -> None:

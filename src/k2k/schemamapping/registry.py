@@ -23,10 +23,12 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from k2k.config.schema_mapping import RegistryConnection
 from k2k.errors import K2KError
+
+if TYPE_CHECKING:  # executors import this module; the config model (pydantic) is the driver's
+    from k2k.config.schema_mapping import RegistryConnection
 
 __all__ = [
     "RegistryClient",
