@@ -404,11 +404,20 @@ def test_the_other_groups_filter_skips_only_keys_of_other_groups():
     # Its own group's records, of both families, go on to the decoder.
     assert not other(ProgressKey("orders-dr", "orders", 1).encode())
     assert not other(OwnerRecord("orders-dr", "t", 0, "m", "s", "tx", "c", 1).encode()[0])
-    # So does anything it cannot tell: another layout, junk, a tombstone's missing key, and
-    # a group whose name starts like this one's.
-    assert not other(b'{"k":1,"group":"billing","partition":0,"topic":"t"}')
-    assert not other(b"not json")
-    assert not other(None)
+    # So does anything it cannot be sure of: another layout, junk, a missing key, its own
+    # group written another way (a space, an escape, a second group field), a bad own key.
+    for raw in (
+        b'{"k":1,"group":"billing","partition":0,"topic":"t"}',
+        b"not json",
+        None,
+        b'{"group":"orders-dr" ,"k":1,"partition":0,"topic":"t"}',
+        b'{"group":"orders-\\u0064r","k":1,"partition":0,"topic":"t"}',
+        b'{"group":"billing","group":"orders-dr","k":1,"partition":0,"topic":"t"}',
+        b'{"group":"orders-dr"}',
+        b'{"group":"billing',
+    ):
+        assert not other(raw), raw
+    # A group whose name only starts like this one's is another group.
     assert other(ProgressKey("orders-dr-2", "orders", 1).encode())
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -52,3 +53,22 @@ def test_the_daemon_module_loads_the_runner_and_runs_pyspark_s_manager():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "True"]
+
+
+def test_a_k2k_a_new_process_would_not_find_keeps_spark_s_daemon(executor_python):
+    # As for a program that put k2k on sys.path itself: the daemon could not import it.
+    executor_python.setattr(spark, "_new_process_finds_k2k", lambda: False)
+    settings = {"spark.master": "local[2]"}
+    spark._local_daemon(settings)
+    assert spark.DAEMON_MODULE_KEY not in settings
+
+
+def test_a_new_process_of_this_interpreter_finds_this_k2k(monkeypatch):
+    assert spark._new_process_finds_k2k()
+    # Another interpreter, one without this k2k (the machine's own python3, if it has none):
+    other = shutil.which("python3", path="/usr/bin:/usr/local/bin")
+    probe = [other, "-c", "import k2k"] if other else None
+    if probe is None or subprocess.run(probe, capture_output=True, check=False).returncode == 0:
+        pytest.skip("no interpreter without k2k here")
+    monkeypatch.setattr(spark.sys, "executable", other)
+    assert not spark._new_process_finds_k2k()

@@ -94,20 +94,35 @@ class ProgressKey:
         """A test that tells, from the raw bytes alone, a key written for another commit
         group: keys are canonical JSON, whose first field is ``group``. A shared commit topic
         holds every pipeline's progress, and a reader decodes only its own group's records.
-        Anything the test cannot tell (another layout, a group name JSON would escape) is
-        left to the full decode.
+        Anything the test cannot be sure of (another layout, an escaped name, a second
+        ``group`` field) is left to the full decode.
 
         >>> other = ProgressKey.other_groups_filter("orders-dr")
         >>> other(ProgressKey("billing", "t", 0).encode()), other(ProgressKey("orders-dr", "t", 0).encode())
         (True, False)
-        >>> other(b'{"k":1,"group":"billing"}'), other(None), other(b"junk")
+        >>> other(b'{"k":1,"group":"billing"}'), other(None), other(b'{"group":"orders-\\\\u0064r","k":1}')
         (False, False, False)
         """
         if json.dumps(group) != f'"{group}"':
             return lambda raw: False  # a name JSON escapes: leave every key to the decoder
-        own = dumps_canonical({"group": group})[:-1] + b","
-        any_group = b'{"group":"'
-        return lambda raw: raw is not None and raw.startswith(any_group) and not raw.startswith(own)
+        own = group.encode()
+        head = b'{"group":"'
+        start = len(head)
+
+        def of_another_group(raw: bytes | None) -> bool:
+            if raw is None or not raw.startswith(head):
+                return False
+            end = raw.find(b'"', start)
+            name = raw[start:end]
+            return (
+                end > 0
+                and raw[end + 1 : end + 2] == b","
+                and name != own
+                and b"\\" not in name
+                and raw.count(b'"group"') == 1
+            )
+
+        return of_another_group
 
     def __repr__(self) -> str:
         return f"ProgressKey({self.group}: {self.topic}[{self.partition}])"

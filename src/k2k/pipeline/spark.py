@@ -186,10 +186,27 @@ def _set_executor_python(settings: Mapping[str, str]) -> None:
 def _local_daemon(settings: dict[str, str]) -> None:
     """For a local master whose executors run this interpreter, Spark's Python daemon is
     :mod:`k2k.pipeline.daemon` (unless ``spark.conf`` names another): its forked workers
-    start with the runner imported."""
-    local = is_local(settings.get("spark.master", ""))
-    if local and os.environ.get("PYSPARK_PYTHON") == sys.executable:
-        settings.setdefault(DAEMON_MODULE_KEY, "k2k.pipeline.daemon")
+    start with the runner imported. Only where a new process of this interpreter finds k2k:
+    a program that put k2k on ``sys.path`` itself keeps PySpark's daemon, which would
+    otherwise not start."""
+    ours = is_local(settings.get("spark.master", "")) and DAEMON_MODULE_KEY not in settings
+    if ours and os.environ.get("PYSPARK_PYTHON") == sys.executable and _new_process_finds_k2k():
+        settings[DAEMON_MODULE_KEY] = "k2k.pipeline.daemon"
+
+
+def _new_process_finds_k2k() -> bool:
+    """Whether a new process of this interpreter (the executors' daemon) can import this
+    very k2k; about 30 ms, once per start."""
+    here = str(Path(__file__).resolve().parents[1])
+    code = "import importlib.util as u, sys; s = u.find_spec('k2k'); print(s and s.submodule_search_locations[0])"
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    found = out.stdout.strip()
+    return bool(found) and found != "None" and str(Path(found).resolve()) == here
 
 
 def _launch_jvm(settings: Mapping[str, str]) -> None:
