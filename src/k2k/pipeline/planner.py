@@ -330,6 +330,16 @@ class Planner:
 
     # -- leases --------------------------------------------------------------------------
 
+    def _left_to_others(self, ranges: list[PartitionRange]) -> list[PartitionRange]:
+        """``--until-caught-up``: of ``ranges`` (none of them this member's), those whose
+        end no member has committed yet, as the commit topic's tail says."""
+        committed = self.stats.committed
+        return [
+            r
+            for r in ranges
+            if r.end is not None and committed.get((r.topic, r.partition), r.start) < r.end
+        ]
+
     def _lease(self, prepared: _Prepared, *, discover: bool) -> None:
         """One pass of the loop: discover -> plan -> claim -> run -> fold."""
         assert self.membership is not None and self.control is not None
@@ -337,12 +347,14 @@ class Planner:
         if discover:
             self._discover()  # a lease boundary is where new topics take effect
         members, mine = membership.share(self.discovery.partitions())
-        ranges = self.positions.ranges(self.discovery.selected, self.stats.ends)
-        ranges = [r for r in ranges if (r.topic, r.partition) in mine]
+        everything = self.positions.ranges(self.discovery.selected, self.stats.ends)
+        ranges = [r for r in everything if (r.topic, r.partition) in mine]
         if not ranges:
-            if self.until_caught_up and mine:
+            if self.until_caught_up and not self._left_to_others(everything):
                 self._stop.set()  # nothing left to read: deleted topics can never catch up
                 return
+            # The rest is another member's, maybe one that died and is not yet past its
+            # grace window: wait for it to finish or for its partitions to be dealt anew.
             job.idle(lambda: membership.changed(members, {}), live.tick)
             return
         slots = self._slots(job)
