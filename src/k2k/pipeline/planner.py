@@ -330,6 +330,14 @@ class Planner:
 
     # -- leases --------------------------------------------------------------------------
 
+    def _replan_now(self, members: tuple[str, ...], others: list[PartitionRange]) -> bool:
+        """An idle member plans again when the members change or, ``--until-caught-up``,
+        once the others' partitions reached their ends."""
+        assert self.membership is not None
+        if self.membership.changed(members, {}):
+            return True
+        return self.until_caught_up and not self._left_to_others(others)
+
     def _left_to_others(self, ranges: list[PartitionRange]) -> list[PartitionRange]:
         """``--until-caught-up``: of ``ranges`` (none of them this member's), those whose
         end no member has committed yet, as the commit topic's tail says."""
@@ -355,7 +363,7 @@ class Planner:
                 return
             # The rest is another member's, maybe one that died and is not yet past its
             # grace window: wait for it to finish or for its partitions to be dealt anew.
-            job.idle(lambda: membership.changed(members, {}), live.tick)
+            job.idle(lambda: self._replan_now(members, everything), live.tick)
             return
         slots = self._slots(job)
         groups = membership.claim(self._plan(ranges, slots), self._stop.is_set)
