@@ -121,8 +121,7 @@ def start_spark(app_name: str, master: str, conf: Mapping[str, str]) -> SparkSes
         if given.get("spark.app.name", _SUBMIT_APP_NAME) == _SUBMIT_APP_NAME:
             settings["spark.app.name"] = app_name
         _set_executor_python(settings)
-        if DAEMON_MODULE_KEY not in given:
-            _local_daemon(settings)
+        _local_daemon(settings)  # a daemon module spark-submit was given stays
     builder = SparkSession.builder
     for key, value in settings.items():
         builder = builder.config(key, value)
