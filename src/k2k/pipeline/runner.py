@@ -233,16 +233,16 @@ class Runner:
             # Step 2. Stages and write, run by run.
             if msgs:
                 copier.copy(msgs, strategy)
-            # One read of the positions serves both the range ends and the commit point.
+            # Step 3. Commit point at batchSize records or batchTimeout. One read of the
+            # positions serves both it and the range ends (--until-caught-up).
             due = strategy.due(monotonic())
-            positions = source.positions() if due or source.bounds else None
-            if source.bounds:
+            if due or source.bounds:
+                positions = source.positions()
                 source.retire_finished(positions)
                 if not source.reading:
                     break
-            # Step 3. Commit point at batchSize records or batchTimeout.
-            if positions is not None and due:
-                strategy.seal(positions)
+                if due:
+                    strategy.seal(positions)
             strategy.service()
         if stop.driver_gone:
             raise DriverGone(f"{stop.driver_gone}; this runner stopped without committing")

@@ -172,13 +172,12 @@ class SourceReader:
             final.setdefault(tp, self.committed[tp])
         return final
 
-    def retire_finished(self, positions: Positions | None = None) -> None:
-        """Stop reading partitions that reached their range end (``--until-caught-up``);
-        ``positions``: the current :meth:`positions`, when the caller has them already."""
+    def retire_finished(self, positions: Positions) -> None:
+        """Stop reading partitions that reached their range end (``--until-caught-up``), by
+        the current :meth:`positions` (the loop reads them once for this and its commit point)."""
         if not self.bounds:
             return
-        now = self.positions(self.bounds) if positions is None else positions
-        finished = [tp for tp, end in self.bounds.items() if now[tp] >= end]
+        finished = [tp for tp, end in self.bounds.items() if positions[tp] >= end]
         if not finished:
             return
         done = set(finished)
