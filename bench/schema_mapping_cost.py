@@ -1,7 +1,7 @@
 """What schema mapping costs the copy loop per record, in process (no Kafka, no Spark).
 
 A list of ``--records`` wire-format messages (Avro-like: a 5-byte prefix, a 100 B payload;
-keys too, 16 B) is cut into runs of ``--run`` records and pushed through the copier's
+keys too, 16 B, or W1's plain 8-digit keys with ``--plain-keys``) is cut into runs of ``--run`` records and pushed through the copier's
 per-record loop (``RecordCopier._copy_run`` itself: read key and value, produce) with a
 producer that does nothing, once with mapping off (the plain fast path) and once with
 ``SchemaIdRewrite`` on both facets, the copier's one call per run. The ids are warm (the
@@ -14,6 +14,7 @@ ratio printed understates W1's (``bench/k2k_bench.py``), which is what the ≥85
 about. Messages are real ``confluent_kafka.Message`` objects built in Python.
 
     .venv/bin/python -m bench.schema_mapping_cost [--records 1000000] [--run 500] [--rounds 5]
+        [--plain-keys]
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from k2k.stages import SourcePartition, TopicPlan
 SOURCE_IDS = (1, 2, 3)  # schemas met in the topic, round robin
 
 
-def messages(n: int) -> list[Message]:
+def messages(n: int, plain_keys: bool) -> list[Message]:
     payload, key = bytes(100), bytes(16)
     out = []
     for i in range(n):
@@ -45,7 +46,7 @@ def messages(n: int) -> list[Message]:
                 topic="orders",
                 partition=0,
                 offset=i,
-                key=prefix + key,
+                key=b"%08d" % i if plain_keys else prefix + key,
                 value=prefix + payload,
                 timestamp=(1, i),
             )
@@ -106,8 +107,13 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--run", type=int, default=500, help="records per run (per call)")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--plain-keys",
+        action="store_true",
+        help="keys are 8 ASCII digits (not wire format, passed unchanged), as in W1",
+    )
     args = parser.parse_args()
-    msgs = messages(args.records)
+    msgs = messages(args.records, args.plain_keys)
     off: list[float] = []
     on: list[float] = []
     for i in range(args.rounds):
@@ -115,7 +121,8 @@ def main() -> None:
         for mapped in order:
             (on if mapped else off).append(measure(msgs, args.run, mapped))
     m_off, m_on = statistics.median(off), statistics.median(on)
-    print(f"records {args.records:,}, runs of {args.run}, rounds {args.rounds}")
+    keys = "plain keys" if args.plain_keys else "wire-format keys"
+    print(f"records {args.records:,}, runs of {args.run}, {keys}, rounds {args.rounds}")
     print(f"mapping off: {m_off:7.1f} ns/record (median; all {[round(x) for x in off]})")
     print(f"mapping on:  {m_on:7.1f} ns/record (median; all {[round(x) for x in on]})")
     print(

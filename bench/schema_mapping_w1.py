@@ -8,15 +8,21 @@ round copies it twice with ``k2k start --until-caught-up`` on ``local[2]``, into
 target topics: schema mapping off (bytes copied as they are) and on (default rules: both
 facets; the values' ids rewritten, three schemas registered on the target by the first
 lease of each Python worker). The order alternates per round; medians are printed with
-the ratio. Records/s counts from the first record on the target to the last (start-up
-excluded; the brokers' append times of the first and last target records).
+the ratio. Two warm-up copies (``--warmups``, mapping on then off) run first and are not
+counted: the brokers' and registries' JIT compiles under the first copies, which made
+whichever mode ran first or second look slower (production brokers and registries are long
+warm). Records/s counts from the first record on the target to the last (start-up
+excluded; the brokers' append times of the first and last target records). Each copy also
+prints the CPU seconds of k2k's process tree (driver, Spark's JVM, Python workers), of the two
+registries and of the two brokers over the whole run, and the host's steal share.
 
-    .venv/bin/python -m bench.schema_mapping_w1 [--records 5000000] [--rounds 3]
+    .venv/bin/python -m bench.schema_mapping_w1 [--records 5000000] [--rounds 3] [--warmups 2]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -27,11 +33,12 @@ import urllib.request
 import uuid
 from pathlib import Path
 
+import psutil
 import yaml
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.harness import PARTITIONS
+from bench.harness import PARTITIONS, cpu_clock, steal_pct
 from k2k.local import free_port, start_pair
 from k2k.local.registry import LocalRegistry, start_registry, wait_ready
 
@@ -88,23 +95,52 @@ def pipeline(source: str, target: str, topic: str, dest: str, registries: list[s
     return doc
 
 
-def copy(tmp: Path, doc: dict, target: str, dest: str, records: int) -> float:
+def cpu_s(pids: list[int]) -> float:
+    """CPU seconds the processes ``pids`` have used so far."""
+    return sum(sum(psutil.Process(pid).cpu_times()[:2]) for pid in pids)
+
+
+def copy(
+    tmp: Path, doc: dict, target: str, dest: str, records: int, others: dict[str, list[int]]
+) -> float:
     """Records/s of one ``k2k start --until-caught-up``, first to last target record (the
-    target topic is created first with LogAppendTime: the brokers' clock times the copy)."""
+    target topic is created first with LogAppendTime: the brokers' clock times the copy);
+    prints the CPU seconds of k2k's process tree and of ``others`` (name -> pids)."""
     admin = AdminClient({"bootstrap.servers": target})
     append_time = {"message.timestamp.type": "LogAppendTime"}
     admin.create_topics([NewTopic(dest, PARTITIONS, 1, config=append_time)])[dest].result()
     path = tmp / f"{dest}.yaml"
     path.write_text(yaml.safe_dump(doc))
+    before = {name: cpu_s(pids) for name, pids in others.items()}
+    clock = cpu_clock()
     with open(tmp / f"{dest}.log", "w") as log:
-        subprocess.run(
+        k2k = psutil.Popen(
             [str(ROOT / ".venv/bin/k2k"), "start", "--until-caught-up", "-f", str(path)],
             stdout=subprocess.DEVNULL,
             stderr=log,
-            check=True,
-            timeout=1800,
         )
+        tree = _tree_cpu_until_exit(k2k)
+    if k2k.returncode != 0:
+        raise SystemExit(f"k2k start exited {k2k.returncode}: see {tmp / f'{dest}.log'}")
+    used = ", ".join(f"{n} {cpu_s(p) - before[n]:.1f}" for n, p in others.items())
+    print(f"    CPU s: k2k {tree:.1f}, {used}; steal {steal_pct(clock):.1f} %", flush=True)
     return records / _copy_seconds(target, dest)
+
+
+def _tree_cpu_until_exit(root: psutil.Popen) -> float:
+    """CPU seconds of ``root`` and every descendant, sampled until ``root`` exits (each
+    process's last sample counts: a descendant that ends between samples loses < 0.1 s)."""
+    last: dict[int, float] = {}
+    while root.poll() is None:
+        try:
+            procs = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            continue
+        for proc in procs:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                last[proc.pid] = sum(proc.cpu_times()[:2])
+        time.sleep(0.1)
+    return sum(last.values())
 
 
 def _copy_seconds(bootstrap: str, topic: str) -> float:
@@ -133,6 +169,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--records", type=int, default=5_000_000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument(
+        "--warmups",
+        type=int,
+        default=2,
+        help="copies before the rounds (mapping on, off, ...), not counted: new brokers and "
+        "registries are cold",
+    )
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="k2k-bench-sm-"))
     pair = start_pair(
@@ -153,6 +196,21 @@ def main() -> None:
             for i in range(SCHEMAS)
         ]
         preload(pair.source.bootstrap, topic, args.records, ids)
+        others = {
+            "registries": [r.process.pid for r in registries],
+            "brokers": [pid for b in (pair.source, pair.target) if (pid := b.pid) is not None],
+        }
+        for i in range(args.warmups):
+            mode, dest = ("on", "off")[i % 2], f"{topic}-warmup-{i}"
+            doc = pipeline(
+                pair.source.bootstrap,
+                pair.target.bootstrap,
+                topic,
+                dest,
+                urls if mode == "on" else None,
+            )
+            rate = copy(tmp, doc, pair.target.bootstrap, dest, args.records, others)
+            print(f"  warm-up {i + 1} (mapping {mode}, not counted): {rate:,.0f} records/s")
         results: dict[str, list[float]] = {"off": [], "on": []}
         for rnd in range(args.rounds):
             for mode in ("off", "on") if rnd % 2 == 0 else ("on", "off"):
@@ -164,7 +222,7 @@ def main() -> None:
                     dest,
                     urls if mode == "on" else None,
                 )
-                rate = copy(tmp, doc, pair.target.bootstrap, dest, args.records)
+                rate = copy(tmp, doc, pair.target.bootstrap, dest, args.records, others)
                 results[mode].append(rate)
                 print(f"  round {rnd + 1} mapping {mode:3}: {rate:,.0f} records/s", flush=True)
         off, on = statistics.median(results["off"]), statistics.median(results["on"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from confluent_kafka import Message
 
 from k2k.pipeline.copier import RecordCopier
 from k2k.stages.bidirectional import LoopMarker, loop_marker
@@ -15,36 +16,17 @@ from k2k.stages.topicplan import TopicPlan
 H = "__k2k_bidirectional"
 
 
-class Msg:
-    """The part of a consumed confluent_kafka message the copier reads."""
-
-    def __init__(self, offset: int, headers: list | None, topic: str = "orders", part: int = 0):
-        self._offset, self._headers, self._topic, self._part = offset, headers, topic, part
-
-    def error(self) -> None:
-        return None
-
-    def headers(self) -> list | None:
-        # confluent_kafka returns a new list at every call
-        return list(self._headers) if self._headers is not None else None
-
-    def topic(self) -> str:
-        return self._topic
-
-    def partition(self) -> int:
-        return self._part
-
-    def offset(self) -> int:
-        return self._offset
-
-    def key(self) -> bytes:
-        return b"k%d" % self._offset
-
-    def value(self) -> bytes:
-        return b"v%d" % self._offset
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, 1000 + self._offset)
+def consumed(offset: int, headers: list | None, topic: str = "orders", part: int = 0) -> Message:
+    """A consumed record as confluent_kafka builds it (headers are a new list per call)."""
+    return Message(
+        topic=topic,
+        partition=part,
+        offset=offset,
+        key=b"k%d" % offset,
+        value=b"v%d" % offset,
+        headers=headers,
+        timestamp=(1, 1000 + offset),
+    )
 
 
 class Producer:
@@ -108,10 +90,10 @@ def test_the_two_directions_of_a_pair_recognise_each_other() -> None:
     """A -> B stamps what B -> A skips, and the other way round; records of a third
     cluster C are replicated both ways."""
     a_to_b, b_to_a = LoopMarker(H, b"A", b"B"), LoopMarker(H, b"B", b"A")
-    written_on_b = Msg(0, [("x", b"1"), a_to_b.stamp_header])
-    written_on_a = Msg(1, [b_to_a.stamp_header])
-    from_c = Msg(2, [(H, b"C")])
-    plain, no_headers = Msg(3, [("x", b"1")]), Msg(4, None)
+    written_on_b = consumed(0, [("x", b"1"), a_to_b.stamp_header])
+    written_on_a = consumed(1, [b_to_a.stamp_header])
+    from_c = consumed(2, [(H, b"C")])
+    plain, no_headers = consumed(3, [("x", b"1")]), consumed(4, None)
     assert b_to_a.unmarked([written_on_b, from_c, plain, no_headers]) == [
         from_c,
         plain,
@@ -126,10 +108,10 @@ def test_copier_drops_marked_records_stamps_the_rest_and_counts_both(keep_header
     plan = TopicPlan("orders", "orders", SourcePartition(), keep_headers, True, None, marker=marker)
     copier = RecordCopier({"orders": plan}, {"orders"}, lambda m: None, lambda m, e: None)  # type: ignore[arg-type,return-value]
     msgs = [
-        Msg(0, [("x", b"1")]),
-        Msg(1, [(H, b"A")]),  # written on B by A -> B: not replicated back
-        Msg(2, None),
-        Msg(3, [(H, b"A"), ("y", b"2")]),
+        consumed(0, [("x", b"1")]),
+        consumed(1, [(H, b"A")]),  # written on B by A -> B: not replicated back
+        consumed(2, None),
+        consumed(3, [(H, b"A"), ("y", b"2")]),
     ]
     strategy = Strategy()
     copier.copy(msgs, strategy)  # type: ignore[arg-type]
@@ -143,6 +125,6 @@ def test_copier_drops_marked_records_stamps_the_rest_and_counts_both(keep_header
     assert (copier.records, copier.skipped) == (2, 2)
 
     only_marked = Strategy()
-    copier.copy([Msg(4, [(H, b"A")]), Msg(5, [(H, b"A")])], only_marked)  # type: ignore[arg-type]
+    copier.copy([consumed(4, [(H, b"A")]), consumed(5, [(H, b"A")])], only_marked)  # type: ignore[arg-type]
     assert only_marked.producer.sent == [] and only_marked.begun == 0
     assert only_marked.counted == [(2, 0)]

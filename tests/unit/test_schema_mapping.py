@@ -7,6 +7,7 @@ from __future__ import annotations
 import pickle
 
 import pytest
+from confluent_kafka import Message
 
 from k2k.config.loader import build_pipeline
 from k2k.config.schema_mapping import SchemaMapping
@@ -27,26 +28,9 @@ def build(**sections):
     return build_pipeline(pipeline(sections), {})
 
 
-class Msg:
-    """The three fields of a consumed message the transform reads."""
-
-    def __init__(self, key: bytes | None, value: bytes | None, offset: int = 0) -> None:
-        self._key, self._value, self._offset = key, value, offset
-
-    def key(self) -> bytes | None:
-        return self._key
-
-    def value(self) -> bytes | None:
-        return self._value
-
-    def topic(self) -> str:
-        return "orders"
-
-    def partition(self) -> int:
-        return 0
-
-    def offset(self) -> int:
-        return self._offset
+def consumed(key: bytes | None, value: bytes | None, offset: int = 0) -> Message:
+    """A consumed record of ``orders[0]`` as confluent_kafka builds it."""
+    return Message(topic="orders", partition=0, offset=offset, key=key, value=value)
 
 
 def _mapper(policy: str = "pass") -> SchemaMapper:
@@ -162,27 +146,31 @@ def test_known_ids_are_spliced_and_payload_bytes_kept():
     rewrite.table("key")[b"\x00\x00\x00\x00\x03"] = b"\x00\x00\x00\x00\x09"
     # A Protobuf value: the message indexes after the id are payload, kept as they are.
     msgs = [
-        Msg(b"\x00\x00\x00\x00\x03key", b"\x00\x00\x00\x00\x07\x00payload"),
-        Msg(None, None),
+        consumed(b"\x00\x00\x00\x00\x03key", b"\x00\x00\x00\x00\x07\x00payload"),
+        consumed(None, None),
     ]
-    keys, values = rewrite(msgs, 0, 2)
+    keys, values = rewrite(msgs)
     assert keys == [b"\x00\x00\x00\x00\x09key", None]
     assert values == [b"\x00\x00\x00\x01\x2c\x00payload", None]
 
 
 def test_non_wire_format_records_pass_or_fail_by_policy():
-    plain = [Msg(b"k", b"plain"), Msg(b"k", b"\x01\x00\x00\x00\x01x"), Msg(b"k", b"\x00ab", 7)]
+    plain = [
+        consumed(b"k", b"plain"),
+        consumed(b"k", b"\x01\x00\x00\x00\x01x"),
+        consumed(b"k", b"\x00ab", 7),
+    ]
     passing = SchemaIdRewrite(_mapper("pass"), "dr.orders", keys=False, values=True)
-    assert passing(plain, 0, 3) == ([b"k"] * 3, [b"plain", b"\x01\x00\x00\x00\x01x", b"\x00ab"])
+    assert passing(plain) == ([b"k"] * 3, [b"plain", b"\x01\x00\x00\x00\x01x", b"\x00ab"])
     failing = SchemaIdRewrite(_mapper("fail"), "dr.orders", keys=False, values=True)
     with pytest.raises(SchemaMappingError, match=r"orders\[0\]@7 \(value\): not in wire format"):
-        failing(plain, 2, 3)
+        failing(plain[2:])
 
 
 def test_unreachable_registry_fails_naming_subject_and_id_after_retries():
     rewrite = SchemaIdRewrite(_mapper(), "dr.orders", keys=False, values=True)
     with pytest.raises(SchemaMappingError) as failure:
-        rewrite([Msg(None, b"\x00\x00\x00\x00\x2a{}", 5)], 0, 1)
+        rewrite([consumed(None, b"\x00\x00\x00\x00\x2a{}", 5)])
     text = str(failure.value)
     assert "orders[0]@5 (value): subject 'dr.orders-value', source schema id 42" in text
     assert "did not answer" in text and "\n" not in text
@@ -210,7 +198,7 @@ def test_known_ids_survive_the_runner_task_in_the_process_cache():
     first.cache.ids[("dr.orders-value", 42)] = 7
     later = pickle.loads(pickle.dumps(SchemaIdRewrite(first, "dr.orders", False, True)))
     assert later.mapper.cache is first.cache
-    _, values = later([Msg(None, b"\x00\x00\x00\x00\x2apayload")], 0, 1)
+    _, values = later([consumed(None, b"\x00\x00\x00\x00\x2apayload")])
     assert values == [b"\x00\x00\x00\x00\x07payload"]
     assert later.mapper.registered == 0  # answered by the cache
     # Another registry pair (here: other credentials) never sees these answers.

@@ -18,7 +18,7 @@ produce, which is why the callbacks are placed so sparingly.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaException, Message, Producer
@@ -159,16 +159,15 @@ class RecordCopier:
         last = end - 1
         size = 0
         headers: Any  # a list: the stub also allows a dict, which consumed records never hold
+        records = msgs[first:end]
+        keys: Iterable[bytes | None]
+        values: Iterable[bytes | None]
         # A transform (schema mapping) rewrites the whole run first: one call per run.
-        rewritten = transform(msgs, first, end) if transform is not None else None
-        for k in range(first, end):
-            m = msgs[k]
-            if rewritten is None:
-                value = m.value()
-                key = m.key()
-            else:
-                key = rewritten[0][k - first]
-                value = rewritten[1][k - first]
+        if transform is None:
+            keys, values = map(Message.key, records), map(Message.value, records)
+        else:
+            keys, values = transform(records)
+        for k, m, key, value in zip(range(first, end), records, keys, values, strict=True):
             headers = m.headers() if keep_headers else None
             if adds:
                 headers = headers if headers is not None else []

@@ -59,6 +59,10 @@ _PREFIX = 5
 _MAX_REFERENCE_DEPTH = 32
 
 
+#: Reads a facet's data from a consumed message (unbound methods: no bound method per call).
+_READ: dict[Facet, Callable[[Message], bytes | None]] = {"key": Message.key, "value": Message.value}
+
+
 class _NameError(RegistryFailure):
     """The schema has no record name a record-name strategy could use."""
 
@@ -245,23 +249,16 @@ class SchemaIdRewrite:
     keys: bool
     values: bool
     _tables: dict[Facet, _PrefixTable] = field(default_factory=dict, repr=False)
-    #: The run being rewritten and its facets' data, to name a record in an error.
+    #: The run being rewritten, to name a record in an error.
     _run: Sequence[Message] = field(default=(), repr=False)
-    _data: dict[Facet, list[bytes | None]] = field(default_factory=dict, repr=False)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_tables": {}, "_run": (), "_data": {}}
+        return {**self.__dict__, "_tables": {}, "_run": ()}
 
-    def __call__(
-        self, msgs: Sequence[Message], first: int, end: int
-    ) -> tuple[list[bytes | None], list[bytes | None]]:
-        run = self._run = msgs[first:end]
-        keys: list[bytes | None] = [m.key() for m in run]
-        values: list[bytes | None] = [m.value() for m in run]
-        if self.keys:
-            keys = self._rewrite("key", keys)
-        if self.values:
-            values = self._rewrite("value", values)
+    def __call__(self, run: Sequence[Message]) -> tuple[list[bytes | None], list[bytes | None]]:
+        self._run = run
+        keys = self._rewrite("key", run) if self.keys else [m.key() for m in run]
+        values = self._rewrite("value", run) if self.values else [m.value() for m in run]
         return keys, values
 
     def table(self, facet: Facet) -> dict[bytes, bytes]:
@@ -271,14 +268,18 @@ class SchemaIdRewrite:
             table = self._tables[facet] = _PrefixTable(lambda prefix: self._miss(facet, prefix))
         return table
 
-    def _rewrite(self, facet: Facet, data: list[bytes | None]) -> list[bytes | None]:
+    def _rewrite(self, facet: Facet, run: Sequence[Message]) -> list[bytes | None]:
+        """The run's ``facet`` data, rewritten; read and rewritten in one comprehension."""
         table = self.table(facet)
-        self._data[facet] = data
+        read = _READ[facet]
         if self.mapper.on_non_wire_format == "pass":
             # Data not starting with the magic byte passes as it is, without a lookup: plain
             # keys beside wire-format values would otherwise each miss the table.
-            return [table[d[:_PREFIX]] + d[_PREFIX:] if d and d[0] == _MAGIC else d for d in data]
-        return [None if d is None else table[d[:_PREFIX]] + d[_PREFIX:] for d in data]
+            return [
+                table[d[:_PREFIX]] + d[_PREFIX:] if (d := read(m)) and d[0] == _MAGIC else d
+                for m in run
+            ]
+        return [None if (d := read(m)) is None else table[d[:_PREFIX]] + d[_PREFIX:] for m in run]
 
     def _miss(self, facet: Facet, prefix: bytes) -> bytes:
         """An unseen prefix: not wire format (the policy decides; ``prefix`` itself means
@@ -312,7 +313,9 @@ class SchemaIdRewrite:
 
     def _record_with(self, facet: Facet, prefix: bytes) -> tuple[Message, bytes]:
         """The run's first record whose ``facet`` starts with ``prefix``, and that data."""
-        for m, d in zip(self._run, self._data[facet], strict=True):
+        read = _READ[facet]
+        for m in self._run:
+            d = read(m)
             if d is not None and d[:_PREFIX] == prefix:
                 return m, d
         raise AssertionError("a missed prefix comes from the run")  # pragma: no cover

@@ -29,14 +29,11 @@ __all__ = [
 
 class RecordTransform(Protocol):
     """An optional rewrite of keys and values (e.g. schema ids), called once per run of
-    records ``msgs[first:end]`` (one source partition) with the consumed messages; returns
-    the run's keys and values, in order. It must be picklable; clients it needs are built
+    consumed records (one source partition); returns the run's keys and values, in order. It must be picklable; clients it needs are built
     lazily on the executor, at its first call. It raises a ``K2KError`` for a record it
     cannot rewrite, before anything of that record is produced."""
 
-    def __call__(
-        self, msgs: Sequence[Any], first: int, end: int
-    ) -> tuple[list[bytes | None], list[bytes | None]]: ...
+    def __call__(self, run: Sequence[Any]) -> tuple[list[bytes | None], list[bytes | None]]: ...
 
 
 #: Builds a topic's transform from (source topic, target topic); None: the topic has none.
