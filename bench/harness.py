@@ -62,6 +62,7 @@ from bench.latency import WARMUP, PacedWriter
 from bench.lifecycle import Interrupted, install_handlers, stop_processes, stop_strays
 from bench.mm2 import MirrorMaker2AtLeastOnce, MirrorMaker2ExactlyOnce
 from bench.spark_sss import SparkStructuredStreaming
+from k2k.kafka.factory import CONSUMER_DEFAULTS
 from k2k.local import ClusterPair, free_port, start_pair
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -327,9 +328,13 @@ def jit_cpu_s(pids: tuple[int, ...]) -> float:
 
 
 def _committed_reader(bootstrap: str, group: str) -> Consumer:
-    """A consumer for checks: ``read_committed``, end-of-partition events, no commits."""
+    """A consumer for checks: ``read_committed``, end-of-partition events, no commits; with
+    k2k's source-consumer defaults, whose ``fetch.queue.backoff.ms`` keeps fetching while the
+    local queue is full (librdkafka's default of 1 s kept these reads waiting most of their
+    time: docs/benchmarks.md#quick-mode)."""
     return Consumer(
         {
+            **CONSUMER_DEFAULTS,
             "bootstrap.servers": bootstrap,
             "group.id": group,
             "isolation.level": "read_committed",

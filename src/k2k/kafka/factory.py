@@ -18,6 +18,7 @@ from k2k.kafka.clientlog import CLIENT_LOG
 
 __all__ = [
     "CONSUMER_DEFAULTS",
+    "FETCH_QUEUE_BACKOFF",
     "JAVA_PARTITIONER",
     "PRODUCER_DEFAULTS",
     "TRANSACTIONAL_DEFAULTS",
@@ -30,6 +31,10 @@ __all__ = [
     "producer_settings",
 ]
 
+#: Keeps a consumer fetching while its local queue is full: librdkafka's default (1 s) stalls
+#: every read of more records than the queue holds, such as a control topic's catch-up.
+FETCH_QUEUE_BACKOFF: dict[str, str] = {"fetch.queue.backoff.ms": "1"}
+
 #: Source consumer defaults. ``fetch.queue.backoff.ms`` low: librdkafka's default stalls
 #: fetching whenever the local queue fills; the queue is sized per process because every
 #: concurrent runner task is its own Python process. Fetches are batched
@@ -38,7 +43,7 @@ __all__ = [
 #: time, costing CPU and latency (docs/benchmarks.md#client-settings).
 CONSUMER_DEFAULTS: dict[str, str] = {
     "isolation.level": "read_committed",
-    "fetch.queue.backoff.ms": "1",
+    **FETCH_QUEUE_BACKOFF,
     "queued.max.messages.kbytes": "32768",
     "fetch.min.bytes": "65536",
     "fetch.wait.max.ms": "25",

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
 
 from k2k.errors import ClusterError
-from k2k.kafka.factory import build_consumer
+from k2k.kafka.factory import FETCH_QUEUE_BACKOFF, build_consumer
 from k2k.kafka.faults import cluster_error, describe, is_unreachable
 
 __all__ = ["SyncTimeout", "TopicTail"]
@@ -60,6 +60,7 @@ class TopicTail:
         self.timeout_s = timeout_s
         self.bootstrap = consumer_conf.get("bootstrap.servers", "?")
         conf = {
+            **FETCH_QUEUE_BACKOFF,
             **consumer_conf,
             "group.id": group_id,
             "enable.auto.commit": "false",

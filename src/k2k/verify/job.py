@@ -21,7 +21,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from k2k.admin.reader import TP, PipelineReader
 from k2k.config import PipelineConfig
 from k2k.errors import ClusterError, ConfigError, K2KError
+from k2k.kafka.factory import CONSUMER_DEFAULTS
 from k2k.kafka.peek import reader_settings
 from k2k.pipeline.spark import spark_context_running, spark_error_line, start_spark
 from k2k.stages.topicplan import tracing_headers
@@ -95,8 +96,8 @@ def plan_tasks(
     hashed = cfg.replication.sink.partition != "source"
     tracing = tracing_headers(cfg)
     group = f"k2k.{cfg.name}.verify"
-    source_conf = reader_settings(cfg.source_client("consumer"), group)
-    target_conf = reader_settings(cfg.target_client("consumer"), group)
+    source_conf = _whole_partition_reader(cfg.source_client("consumer"), group)
+    target_conf = _whole_partition_reader(cfg.target_client("consumer"), group)
     timeout_s = max(cfg.source.connect_timeout, cfg.target.connect_timeout).total_seconds()
     claims = _claims(chosen, routes, target_info, hashed)
     mapped = (
@@ -599,3 +600,10 @@ def _run_job(
     if failure:
         raise K2KError(f"a verify task failed: {spark_error_line(failure[0])}")
     return out
+
+
+def _whole_partition_reader(props: Mapping[str, str], group: str) -> dict[str, str]:
+    """A reader (:func:`~k2k.kafka.peek.reader_settings`) for whole partitions: k2k's
+    source-consumer defaults under the user's settings, so fetching goes on while the local
+    queue is full (librdkafka's ``fetch.queue.backoff.ms`` default stalls it for a second)."""
+    return {**CONSUMER_DEFAULTS, **reader_settings(props, group)}
