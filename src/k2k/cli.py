@@ -464,8 +464,7 @@ def verify(
     from k2k.config import load_pipeline
     from k2k.errors import VerifyMismatch
     from k2k.observability.display import ProgressLine
-    from k2k.verify import run_verify
-    from k2k.verify.job import DEFAULT_SLICE_RECORDS
+    from k2k.verify.job import DEFAULT_SLICE_RECORDS, run_verify
 
     _setup_logging(verbose, quiet=logging.INFO)
     from_ms = (

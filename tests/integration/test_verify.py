@@ -18,7 +18,7 @@ import pytest
 
 from k2k.config import load_pipeline
 from k2k.kafka.murmur2 import murmur2_partition
-from k2k.verify import VerifyReport, run_verify
+from k2k.verify.job import VerifyReport, run_verify
 from tests.integration.conftest import (
     BASE_TS,
     k2k_cli,
