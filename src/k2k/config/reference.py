@@ -310,7 +310,10 @@ def _client_sections() -> Iterator[str]:
         "Set unless the pipeline sets the property itself. Why each is chosen is documented "
         "where it is defined (`k2k.kafka.factory`), the measurements behind it in "
         "docs/benchmarks.md#client-settings; the fetch defaults trade a few milliseconds of "
-        "latency for far fewer fetch requests."
+        "latency for far fewer fetch requests. `k2k verify` reads both clusters with the "
+        "source consumer's defaults (over `source.kafka.consumer` and "
+        "`target.kafka.consumer`), and the readers of the control topics with "
+        "`fetch.queue.backoff.ms: 1`."
     )
     yield "\n| Client | Property | Default |"
     yield "|---|---|---|"
