@@ -131,7 +131,7 @@ FULL = Plan(
 )
 #: Quick mode's contenders unless ``--only`` names others: the ones the headline ratios are of.
 QUICK_CONTENDERS = ("k2k", "k2k-eos", "mm2", "bare")
-#: About 7 minutes on 2 cores with :data:`QUICK_CONTENDERS`: one backlog and one steady rate.
+#: About 4-5 minutes on 2 cores with :data:`QUICK_CONTENDERS`: one backlog and one steady rate.
 #: The backlog is the full run's W1-100B, so its figures are the full run's (a shorter copy
 #: is dominated by its ramp, e.g. one runner starting before the other: docs/benchmarks.md).
 QUICK = Plan((FULL.backlog[0],), (Steady(5_000, 10, 5),), 200_000, 20)
@@ -906,7 +906,7 @@ def main() -> None:
         "--quick",
         action="store_true",
         help=f"one W1 and one W2 workload, by default for {','.join(QUICK_CONTENDERS)} only "
-        "(about 7 minutes)",
+        "(about 4-5 minutes)",
     )
     ap.add_argument(
         "--only",
