@@ -131,7 +131,8 @@ FULL = Plan(
 )
 #: Quick mode's contenders unless ``--only`` names others: the ones the headline ratios are of.
 QUICK_CONTENDERS = ("k2k", "k2k-eos", "mm2", "bare")
-#: About 4-5 minutes on 2 cores with :data:`QUICK_CONTENDERS`: one backlog and one steady rate.
+#: With :data:`QUICK_CONTENDERS`: one backlog and one steady rate (its run time:
+#: docs/benchmarks.md#quick-mode).
 #: The backlog is the full run's W1-100B, so its figures are the full run's (a shorter copy
 #: is dominated by its ramp, e.g. one runner starting before the other: docs/benchmarks.md).
 QUICK = Plan((FULL.backlog[0],), (Steady(5_000, 10, 5),), 200_000, 20)
@@ -329,9 +330,9 @@ def jit_cpu_s(pids: tuple[int, ...]) -> float:
 
 def _committed_reader(bootstrap: str, group: str) -> Consumer:
     """A consumer for checks: ``read_committed``, end-of-partition events, no commits; with
-    k2k's source-consumer defaults, whose ``fetch.queue.backoff.ms`` keeps fetching while the
-    local queue is full (librdkafka's default of 1 s kept these reads waiting most of their
-    time: docs/benchmarks.md#quick-mode)."""
+    k2k's source-consumer defaults, whose ``fetch.queue.backoff.ms`` resumes fetching as soon
+    as the local queue drains (librdkafka's default postpones it by 1 s, which kept these
+    reads waiting most of their time: docs/benchmarks.md#quick-mode)."""
     return Consumer(
         {
             **CONSUMER_DEFAULTS,
@@ -906,7 +907,7 @@ def main() -> None:
         "--quick",
         action="store_true",
         help=f"one W1 and one W2 workload, by default for {','.join(QUICK_CONTENDERS)} only "
-        "(about 4-5 minutes)",
+        "(a few minutes: docs/benchmarks.md#quick-mode)",
     )
     ap.add_argument(
         "--only",

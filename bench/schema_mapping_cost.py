@@ -1,9 +1,10 @@
 """What schema mapping costs the copy loop per record, in process (no Kafka, no Spark).
 
 A list of ``--records`` wire-format messages (Avro-like: a 5-byte prefix, a 100 B payload;
-keys too, 16 B, or W1's plain 8-digit keys with ``--plain-keys``) is cut into runs of ``--run`` records and pushed through the copier's
-per-record loop (``RecordCopier._copy_run`` itself: read key and value, produce) with a
-producer that does nothing, once with mapping off (the plain fast path) and once with
+keys too, 16 B, or W1's plain 8-digit keys with ``--plain-keys``) is cut into runs of
+``--run`` records and pushed through the copier's per-record loop
+(``RecordCopier._copy_run`` itself: read key and value, produce) with a producer that does
+nothing, once with mapping off (the plain fast path) and once with
 ``SchemaIdRewrite`` on both facets, the copier's one call per run. The ids are warm (the
 process cache answers, as in every lease after a worker's first), so this is the steady
 state: a 5-byte slice, a dict lookup and a splice per key and per value. Rounds alternate

@@ -39,11 +39,13 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.harness import PARTITIONS, cpu_clock, steal_pct
+from bench.lifecycle import stop_processes
 from k2k.local import free_port, start_pair
 from k2k.local.registry import LocalRegistry, start_registry, wait_ready
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMAS = 3
+COPY_TIMEOUT_S = 1800
 
 
 def register(url: str, subject: str, schema: dict[str, object]) -> int:
@@ -119,7 +121,10 @@ def copy(
             stdout=subprocess.DEVNULL,
             stderr=log,
         )
-        tree = _tree_cpu_until_exit(k2k)
+        try:
+            tree = _tree_cpu_until_exit(k2k, time.monotonic() + COPY_TIMEOUT_S)
+        finally:
+            stop_processes([k2k], "k2k start")
     if k2k.returncode != 0:
         raise SystemExit(f"k2k start exited {k2k.returncode}: see {tmp / f'{dest}.log'}")
     used = ", ".join(f"{n} {cpu_s(p) - before[n]:.1f}" for n, p in others.items())
@@ -127,11 +132,14 @@ def copy(
     return records / _copy_seconds(target, dest)
 
 
-def _tree_cpu_until_exit(root: psutil.Popen) -> float:
+def _tree_cpu_until_exit(root: psutil.Popen, deadline: float) -> float:
     """CPU seconds of ``root`` and every descendant, sampled until ``root`` exits (each
-    process's last sample counts: a descendant that ends between samples loses < 0.1 s)."""
+    process's last sample counts: a descendant that ends between samples loses < 0.1 s).
+    Raises ``TimeoutError`` at ``deadline`` (the caller stops the tree)."""
     last: dict[int, float] = {}
     while root.poll() is None:
+        if time.monotonic() > deadline:
+            raise TimeoutError("k2k start did not finish the copy in time")
         try:
             procs = [root, *root.children(recursive=True)]
         except psutil.NoSuchProcess:

@@ -17,7 +17,7 @@ H = "__k2k_bidirectional"
 
 
 def consumed(offset: int, headers: list | None, topic: str = "orders", part: int = 0) -> Message:
-    """A consumed record as confluent_kafka builds it (headers are a new list per call)."""
+    """A consumed record as confluent_kafka builds it."""
     return Message(
         topic=topic,
         partition=part,

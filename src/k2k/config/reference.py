@@ -311,7 +311,7 @@ def _client_sections() -> Iterator[str]:
         "where it is defined (`k2k.kafka.factory`), the measurements behind it in "
         "docs/benchmarks.md#client-settings; the fetch defaults trade a few milliseconds of "
         "latency for far fewer fetch requests. `k2k verify` reads both clusters with the "
-        "source consumer's defaults (over `source.kafka.consumer` and "
+        "source consumer's defaults (under `source.kafka.consumer` and "
         "`target.kafka.consumer`), and the readers of the control topics with "
         "`fetch.queue.backoff.ms: 1`."
     )

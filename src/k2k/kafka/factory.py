@@ -31,8 +31,11 @@ __all__ = [
     "producer_settings",
 ]
 
-#: Keeps a consumer fetching while its local queue is full: librdkafka's default (1 s) stalls
-#: every read of more records than the queue holds, such as a control topic's catch-up.
+#: Fetching resumes within a millisecond once the local queue drains below its thresholds:
+#: librdkafka's default postpones the next fetch by 1 s each time the queue is over them,
+#: which stalls every read of more records than the queue holds (a control topic's catch-up).
+#: A reader that leaves a full queue unread for long (a checkpoint pass's tail between
+#: passes) only re-checks it more often: a timer in librdkafka's thread, no fetch.
 FETCH_QUEUE_BACKOFF: dict[str, str] = {"fetch.queue.backoff.ms": "1"}
 
 #: Source consumer defaults. ``fetch.queue.backoff.ms`` low: librdkafka's default stalls

@@ -257,8 +257,8 @@ class SchemaIdRewrite:
 
     def __call__(self, run: Sequence[Message]) -> tuple[list[bytes | None], list[bytes | None]]:
         self._run = run
-        keys = self._rewrite("key", run) if self.keys else [m.key() for m in run]
-        values = self._rewrite("value", run) if self.values else [m.value() for m in run]
+        keys = self._rewrite("key", run) if self.keys else list(map(Message.key, run))
+        values = self._rewrite("value", run) if self.values else list(map(Message.value, run))
         return keys, values
 
     def table(self, facet: Facet) -> dict[bytes, bytes]:

@@ -29,8 +29,9 @@ __all__ = [
 
 class RecordTransform(Protocol):
     """An optional rewrite of keys and values (e.g. schema ids), called once per run of
-    consumed records (one source partition); returns the run's keys and values, in order. It must be picklable; clients it needs are built
-    lazily on the executor, at its first call. It raises a ``K2KError`` for a record it
+    consumed records (one source partition); returns the run's keys and values, in order.
+    It must be picklable; clients it needs are built lazily on the executor, at its first
+    call. It raises a ``K2KError`` for a record it
     cannot rewrite, before anything of that record is produced."""
 
     def __call__(self, run: Sequence[Any]) -> tuple[list[bytes | None], list[bytes | None]]: ...

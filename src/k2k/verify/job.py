@@ -604,6 +604,6 @@ def _run_job(
 
 def _whole_partition_reader(props: Mapping[str, str], group: str) -> dict[str, str]:
     """A reader (:func:`~k2k.kafka.peek.reader_settings`) for whole partitions: k2k's
-    source-consumer defaults under the user's settings, so fetching goes on while the local
-    queue is full (librdkafka's ``fetch.queue.backoff.ms`` default stalls it for a second)."""
+    source-consumer defaults under the user's settings, so fetching resumes as soon as the
+    local queue drains (librdkafka's ``fetch.queue.backoff.ms`` default postpones it 1 s)."""
     return {**CONSUMER_DEFAULTS, **reader_settings(props, group)}
