@@ -208,29 +208,21 @@ def main() -> None:
             "registries": [r.process.pid for r in registries],
             "brokers": [pid for b in (pair.source, pair.target) if (pid := b.pid) is not None],
         }
+
+        def copy_to(dest: str, mode: str) -> float:
+            """Records/s of one copy of ``topic`` to ``dest``, schema mapping ``mode``."""
+            registry_urls = urls if mode == "on" else None
+            doc = pipeline(pair.source.bootstrap, pair.target.bootstrap, topic, dest, registry_urls)
+            return copy(tmp, doc, pair.target.bootstrap, dest, args.records, others)
+
         for i in range(args.warmups):
-            mode, dest = ("on", "off")[i % 2], f"{topic}-warmup-{i}"
-            doc = pipeline(
-                pair.source.bootstrap,
-                pair.target.bootstrap,
-                topic,
-                dest,
-                urls if mode == "on" else None,
-            )
-            rate = copy(tmp, doc, pair.target.bootstrap, dest, args.records, others)
+            mode = ("on", "off")[i % 2]
+            rate = copy_to(f"{topic}-warmup-{i}", mode)
             print(f"  warm-up {i + 1} (mapping {mode}, not counted): {rate:,.0f} records/s")
         results: dict[str, list[float]] = {"off": [], "on": []}
         for rnd in range(args.rounds):
             for mode in ("off", "on") if rnd % 2 == 0 else ("on", "off"):
-                dest = f"{topic}-{mode}-{rnd}"
-                doc = pipeline(
-                    pair.source.bootstrap,
-                    pair.target.bootstrap,
-                    topic,
-                    dest,
-                    urls if mode == "on" else None,
-                )
-                rate = copy(tmp, doc, pair.target.bootstrap, dest, args.records, others)
+                rate = copy_to(f"{topic}-{mode}-{rnd}", mode)
                 results[mode].append(rate)
                 print(f"  round {rnd + 1} mapping {mode:3}: {rate:,.0f} records/s", flush=True)
         off, on = statistics.median(results["off"]), statistics.median(results["on"])
