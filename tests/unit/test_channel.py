@@ -85,7 +85,8 @@ def test_a_driver_that_never_answers_is_gone_after_the_silent_limit(monkeypatch)
             except TimeoutError:
                 continue
 
-    threading.Thread(target=hold, daemon=True).start()
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
     signal = StopSignal(("127.0.0.1", mute.getsockname()[1], "token"))
     try:
         _within(10, signal.is_set)
@@ -93,6 +94,7 @@ def test_a_driver_that_never_answers_is_gone_after_the_silent_limit(monkeypatch)
     finally:
         signal.close()
         stop.set()
+        holder.join()  # before the socket closes under its accept()
         mute.close()
         for conn in accepted:
             conn.close()
