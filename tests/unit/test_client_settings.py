@@ -3,7 +3,10 @@ forced settings over both (k2k.kafka.factory)."""
 
 from __future__ import annotations
 
-from k2k.kafka.factory import consumer_settings, producer_settings
+import subprocess
+import sys
+
+from k2k.kafka.factory import CONSUMER_DEFAULTS, consumer_settings, producer_settings
 
 
 def test_source_fetches_are_batched_by_default() -> None:
@@ -35,3 +38,37 @@ def test_exactly_once_producers_keep_two_requests_in_flight_unless_told() -> Non
         producer_settings(mine, False, exactly_once=True)["max.in.flight.requests.per.connection"]
         == "5"
     )
+
+
+def test_whole_partition_readers_keep_fetching_under_the_users_settings() -> None:
+    """``k2k verify``'s readers and the control topics' readers take the fetch defaults that
+    stop librdkafka from pausing a second whenever their queue fills; the user's win."""
+    from k2k.kafka.tail import tail_settings
+    from k2k.verify.job import _whole_partition_reader
+
+    verify = _whole_partition_reader({"bootstrap.servers": "b:9092"}, "k2k.p.verify")
+    assert {k: verify[k] for k in CONSUMER_DEFAULTS} == {
+        **CONSUMER_DEFAULTS,
+        "isolation.level": "read_committed",
+    }
+    assert (verify["enable.auto.commit"], verify["enable.partition.eof"]) == ("false", "true")
+    mine = _whole_partition_reader({"fetch.queue.backoff.ms": "100", "fetch.min.bytes": "1"}, "g")
+    assert (mine["fetch.queue.backoff.ms"], mine["fetch.min.bytes"]) == ("100", "1")
+
+    assert tail_settings({}, "g")["fetch.queue.backoff.ms"] == "1"
+    assert tail_settings({"fetch.queue.backoff.ms": "100"}, "g")["fetch.queue.backoff.ms"] == "100"
+    assert tail_settings({}, "g", untransacted=True)["isolation.level"] == "read_uncommitted"
+
+
+def test_executors_import_the_runner_and_the_verify_task_without_the_config_model() -> None:
+    """What a Python worker imports for a lease or a verify task: not the config model, whose
+    import was a share of every worker's start (docs/benchmarks.md, issue 21's section)."""
+    code = (
+        "import sys, k2k.pipeline.runner, k2k.verify.task\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('pydantic', 'k2k.config'))))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

@@ -20,7 +20,7 @@ from k2k.errors import ClusterError
 from k2k.kafka.factory import FETCH_QUEUE_BACKOFF, build_consumer
 from k2k.kafka.faults import cluster_error, describe, is_unreachable
 
-__all__ = ["SyncTimeout", "TopicTail"]
+__all__ = ["SyncTimeout", "TopicTail", "tail_settings"]
 
 Handler = Callable[[Message], None]
 
@@ -31,6 +31,22 @@ class SyncTimeout(ClusterError):
     def __init__(self, message: str, partitions: list[int]) -> None:
         super().__init__(message)
         self.partitions = partitions
+
+
+def tail_settings(
+    consumer_conf: Mapping[str, str], group_id: str, *, untransacted: bool = False
+) -> dict[str, str]:
+    """A control-topic reader's settings: fetching resumes as soon as the queue drains
+    (unless the user's settings say otherwise), the rest fixed for reading to the end."""
+    return {
+        **FETCH_QUEUE_BACKOFF,
+        **consumer_conf,
+        "group.id": group_id,
+        "enable.auto.commit": "false",
+        "enable.partition.eof": "true",
+        "isolation.level": "read_uncommitted" if untransacted else "read_committed",
+        "fetch.wait.max.ms": "50",
+    }
 
 
 class TopicTail:
@@ -59,15 +75,7 @@ class TopicTail:
         self.topic = topic
         self.timeout_s = timeout_s
         self.bootstrap = consumer_conf.get("bootstrap.servers", "?")
-        conf = {
-            **FETCH_QUEUE_BACKOFF,
-            **consumer_conf,
-            "group.id": group_id,
-            "enable.auto.commit": "false",
-            "enable.partition.eof": "true",
-            "isolation.level": "read_uncommitted" if untransacted else "read_committed",
-            "fetch.wait.max.ms": "50",
-        }
+        conf = tail_settings(consumer_conf, group_id, untransacted=untransacted)
         self._consumer = build_consumer(conf)
         # A read_committed client's "latest" offset is the last stable offset; the high
         # watermark needs a read_uncommitted one (it only queries offsets, never reads).
