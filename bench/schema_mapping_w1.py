@@ -22,7 +22,6 @@ registries and of the two brokers over the whole run, and the host's steal share
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import statistics
@@ -38,7 +37,7 @@ import yaml
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.harness import PARTITIONS, cpu_clock, steal_pct
+from bench.harness import PARTITIONS, Monitor, cpu_clock, steal_pct
 from bench.lifecycle import stop_processes
 from k2k.local import free_port, start_pair
 from k2k.local.registry import LocalRegistry, start_registry, wait_ready
@@ -116,39 +115,24 @@ def copy(
     before = {name: cpu_s(pids) for name, pids in others.items()}
     clock = cpu_clock()
     with open(tmp / f"{dest}.log", "w") as log:
-        k2k = psutil.Popen(
+        k2k = subprocess.Popen(
             [str(ROOT / ".venv/bin/k2k"), "start", "--until-caught-up", "-f", str(path)],
             stdout=subprocess.DEVNULL,
             stderr=log,
         )
+        monitor = Monitor([k2k])
+        monitor.start()
         try:
-            tree = _tree_cpu_until_exit(k2k, time.monotonic() + COPY_TIMEOUT_S)
+            k2k.wait(COPY_TIMEOUT_S)
         finally:
+            monitor.stop()
             stop_processes([k2k], "k2k start")
+    tree = monitor.cpu_s()
     if k2k.returncode != 0:
         raise SystemExit(f"k2k start exited {k2k.returncode}: see {tmp / f'{dest}.log'}")
     used = ", ".join(f"{n} {cpu_s(p) - before[n]:.1f}" for n, p in others.items())
     print(f"    CPU s: k2k {tree:.1f}, {used}; steal {steal_pct(clock):.1f} %", flush=True)
     return records / _copy_seconds(target, dest)
-
-
-def _tree_cpu_until_exit(root: psutil.Popen, deadline: float) -> float:
-    """CPU seconds of ``root`` and every descendant, sampled until ``root`` exits (each
-    process's last sample counts: a descendant that ends between samples loses < 0.1 s).
-    Raises ``TimeoutError`` at ``deadline`` (the caller stops the tree)."""
-    last: dict[int, float] = {}
-    while root.poll() is None:
-        if time.monotonic() > deadline:
-            raise TimeoutError("k2k start did not finish the copy in time")
-        try:
-            procs = [root, *root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            continue
-        for proc in procs:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                last[proc.pid] = sum(proc.cpu_times()[:2])
-        time.sleep(0.1)
-    return sum(last.values())
 
 
 def _copy_seconds(bootstrap: str, topic: str) -> float:
