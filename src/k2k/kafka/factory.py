@@ -38,12 +38,11 @@ __all__ = [
 #: passes) only re-checks it more often: a timer in librdkafka's thread, no fetch.
 FETCH_QUEUE_BACKOFF: dict[str, str] = {"fetch.queue.backoff.ms": "1"}
 
-#: Source consumer defaults. ``fetch.queue.backoff.ms`` low: librdkafka's default stalls
-#: fetching whenever the local queue fills; the queue is sized per process because every
-#: concurrent runner task is its own Python process. Fetches are batched
-#: (``fetch.min.bytes``, ``fetch.wait.max.ms``): librdkafka fetches again as soon as an
-#: answer arrives, so a source written in small bursts would be fetched a few records at a
-#: time, costing CPU and latency (docs/benchmarks.md#client-settings).
+#: Source consumer defaults. Fetching resumes as the queue drains (:data:`FETCH_QUEUE_BACKOFF`);
+#: the queue is sized per process because every concurrent runner task is its own Python
+#: process. Fetches are batched (``fetch.min.bytes``, ``fetch.wait.max.ms``): librdkafka
+#: fetches again as soon as an answer arrives, so a source written in small bursts would be
+#: fetched a few records at a time, costing CPU and latency (docs/benchmarks.md#client-settings).
 CONSUMER_DEFAULTS: dict[str, str] = {
     "isolation.level": "read_committed",
     **FETCH_QUEUE_BACKOFF,
