@@ -89,6 +89,11 @@ Verdict = Literal["settled", "fence", "wait"]
 #: otherwise deal it one).
 TOOL_MEMBER = "k2k-offsets"
 
+#: How long a leaving member waits for the target to take its release and its "left"
+#: heartbeat. A run often ends because the target is away; peers take over after
+#: ``graceWindow`` without them, so the exit is not held up for the sync timeout.
+LEAVE_WAIT_S = 5.0
+
 
 class StandDown(K2KError):
     """This process must stop: a newer session of the same member name took over."""
@@ -419,17 +424,21 @@ class Assignment:
 
     def release(self, claims: Mapping[TP, str]) -> None:
         """Give up ``claims`` (partition -> claim id) after their last commit."""
-        now_ms = int(time.time() * 1000)
-        for tp, claim in claims.items():
-            self._send(*ReleaseRecord(self.group, tp[0], tp[1], claim, now_ms).encode())
+        self._send_releases(claims)
         self._producer.flush(self._tail.timeout_s)
 
     def leave(self, claims: Mapping[TP, str]) -> None:
-        """Clean stop: release and say so, so other members take over without waiting."""
+        """Clean stop: release and say so, so other members take over without waiting.
+        Best effort within :data:`LEAVE_WAIT_S`."""
         self._stop_beating()
-        self.release(claims)
+        self._send_releases(claims)
         self.heartbeat(state="left")
-        self._producer.flush(self._tail.timeout_s)
+        self._producer.flush(min(self._tail.timeout_s, LEAVE_WAIT_S))
+
+    def _send_releases(self, claims: Mapping[TP, str]) -> None:
+        now_ms = int(time.time() * 1000)
+        for tp, claim in claims.items():
+            self._send(*ReleaseRecord(self.group, tp[0], tp[1], claim, now_ms).encode())
 
     def close(self) -> None:
         self._stop_beating()
