@@ -35,16 +35,17 @@ def _records(first: int, count: int) -> list:
     ]
 
 
-def _seeded(clusters, target: str, topic_name, label: str, **sections) -> tuple[str, str, dict]:
-    """A topic with one batch of records on the source, and a pipeline from it to
-    ``target``: (topic, pipeline name, pipeline document)."""
+def _seeded(
+    clusters, target_bootstrap: str, topic_name, label: str, **sections
+) -> tuple[str, str, dict]:
+    """A topic with one batch of records on the source, and a pipeline from it to the
+    cluster at ``target_bootstrap``: (topic, pipeline name, pipeline document)."""
     t = topic_name(label)
     name = topic_name(f"p{label}")
     create_topic(clusters.source, t, PARTITIONS)
     produce(clusters.source, t, _records(0, PER_BATCH))
-    doc = pipeline_dict(
-        clusters, name, [t], target={"kafka": {"common": {"bootstrap.servers": target}}}, **sections
-    )
+    doc = pipeline_dict(clusters, name, [t], **sections)
+    doc["target"]["kafka"]["common"]["bootstrap.servers"] = target_bootstrap
     return t, name, doc
 
 
@@ -146,12 +147,18 @@ def _logged_at(line: str) -> float:
 def test_exactly_once_rides_out_a_target_outage_longer_than_the_transaction_timeout(
     clusters, own_target, tmp_path, topic_name
 ):
-    """The target is stopped for longer than transaction.timeout.ms (60 s) while records
-    keep arriving: the lease fails, k2k waits for the target and plans again, and in the
-    end the target holds every source record exactly once (read_committed), in order."""
+    """The target is stopped for longer than transaction.timeout.ms (15 s here, to keep the
+    test short; 60 s by default) while records keep arriving: the lease fails, k2k waits for
+    the target and plans again, and in the end the target holds every source record exactly
+    once (read_committed), in order."""
     target = own_target.bootstrap
     t, name, doc = _seeded(
-        clusters, target, topic_name, "eos-outage", features={"exactlyOnce": "enabled"}
+        clusters,
+        target,
+        topic_name,
+        "eos-outage",
+        features={"exactlyOnce": "enabled"},
+        target={"kafka": {"producer": {"transaction.timeout.ms": "15000"}}},
     )
     proc, committed_total = _running(tmp_path, doc, target)
     try:
