@@ -51,10 +51,12 @@ def test_sigkill_ten_times_under_transactional_load_is_exact(clusters, tmp_path,
     path = write_pipeline(tmp_path, doc)
     commit_topic = doc["coordination"]["commit"]["topic"]
     counts: dict[str, int] = {}
-    # 1M records over about three minutes, so every kill lands while records flow.
+    # Records flow until the tenth kill (at most 1M over three minutes), so every kill
+    # lands while they do.
+    flowing = threading.Event()
     writer = threading.Thread(
         target=lambda: counts.update(
-            mixed_workload(clusters.source, t, 1_000_000, PARTITIONS, rate=5_500)
+            mixed_workload(clusters.source, t, 1_000_000, PARTITIONS, rate=5_500, stop=flowing)
         ),
     )
     writer.start()
@@ -68,7 +70,7 @@ def test_sigkill_ten_times_under_transactional_load_is_exact(clusters, tmp_path,
         except K2KError:  # the first run has not created the commit topic yet
             return 0
 
-    while kills < 10 or writer.is_alive():
+    while kills < 10:
         before = committed()
         proc = K2KProcess(path, tmp_path / f"run-{kills}.log")
         # Kill at a random moment once this process commits: mid-transaction, mid-claim,
@@ -80,6 +82,7 @@ def test_sigkill_ten_times_under_transactional_load_is_exact(clusters, tmp_path,
             time.sleep(rng.uniform(1.0, 8.0))  # the chaos schedule, not synchronisation
         proc.kill()
         kills += 1
+    flowing.set()
     writer.join()
     result = k2k_cli("start", "--until-caught-up", "-f", str(path), timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
