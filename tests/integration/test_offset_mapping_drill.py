@@ -217,9 +217,16 @@ def test_groups_fail_over_after_a_kill_9_with_prefix_routing(
     path = write_pipeline(tmp_path, doc)
     commit_topic = doc["coordination"]["commit"]["topic"]
     total, chunks = 40_000, 400
+    killed = threading.Event()
 
     def steady_producer() -> None:
+        """Chunks of records (at most ``total``) until ten chunks after the kill: it lands
+        while they flow, and records follow the progress it left."""
+        after_kill = 0
         for chunk in range(chunks):
+            after_kill += killed.is_set()
+            if after_kill > 10:
+                return
             base = chunk * (total // chunks)
             rows = range(base, base + total // chunks)
             produce(
@@ -241,6 +248,7 @@ def test_groups_fail_over_after_a_kill_9_with_prefix_routing(
         )
     finally:
         proc.kill()
+        killed.set()
         writer.join()
     at_kill = committed_progress(clusters.target, commit_topic, name)
     result = k2k_cli("start", "--until-caught-up", "-f", str(path))
