@@ -946,6 +946,13 @@ def main() -> None:
         help="W1: only these backlog workloads (default: all of the plan's)",
     )
     ap.add_argument(
+        "--records",
+        type=int,
+        metavar="N",
+        help="W1: copy N records per workload instead of the plan's (trial runs; a short "
+        "copy's figures are mostly start-up)",
+    )
+    ap.add_argument(
         "--verify",
         action="store_true",
         help="after each complete W1 copy by a k2k contender, time `k2k verify` on it and "
@@ -960,6 +967,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.rounds < 1:
         ap.error(f"--rounds: expected a whole number of at least 1, got {args.rounds}")
+    if args.records is not None and args.records < 1:
+        ap.error(f"--records: expected a whole number of at least 1, got {args.records}")
     only = args.only or ",".join(QUICK_CONTENDERS if args.quick else keys)
     wanted = [k.strip() for k in only.split(",") if k.strip()]
     unknown = sorted(set(wanted) - set(keys))
@@ -975,6 +984,9 @@ def main() -> None:
                 f"--workloads: unknown {', '.join(sorted(names - set(known)))}; known: {', '.join(known)}"
             )
         plan = dataclasses.replace(plan, backlog=tuple(w for w in plan.backlog if w.name in names))
+    if args.records is not None:
+        backlog = tuple(dataclasses.replace(w, records=args.records) for w in plan.backlog)
+        plan = dataclasses.replace(plan, backlog=backlog)
     print(f"machine: {machine()}", flush=True)
     for c in chosen:
         c.setup()

@@ -64,7 +64,18 @@ def _gone(p: psutil.Process) -> bool:
 
 def test_sigterm_stops_brokers_contenders_and_their_children(tmp_path: Path) -> None:
     harness = subprocess.Popen(
-        [sys.executable, "-m", "bench.harness", "--quick", "--only", "k2k", "--skip-steady"],
+        # A short copy: the signal lands during it, and loading a longer one is wasted time.
+        [
+            sys.executable,
+            "-m",
+            "bench.harness",
+            "--quick",
+            "--only",
+            "k2k",
+            "--skip-steady",
+            "--records",
+            "300000",
+        ],
         cwd=ROOT,
         env={**os.environ, "TMPDIR": str(tmp_path)},  # its scratch directory lands here
         stdout=subprocess.PIPE,
