@@ -15,6 +15,7 @@ SRC = Path(k2k.__file__).parent
 #: package -> the k2k packages it may import at run time (besides itself).
 ALLOWED = {
     "errors": set(),
+    "home": set(),
     "formats": {"errors"},
     "stages": set(),
     "kafka": {"errors"},

@@ -35,6 +35,7 @@ from importlib import resources
 from pathlib import Path
 
 from k2k.errors import LocalClusterError
+from k2k.home import k2k_home
 
 __all__ = [
     "KAFKA_VERSION",
@@ -55,14 +56,6 @@ MIN_JAVA_MAJOR = 17
 
 _MARKER = "INSTALL_COMPLETE"
 _MAVEN_TIMEOUT_S = 900.0  # a cold download is ~50 s on a good link; allow slow mirrors
-
-
-def k2k_home() -> Path:
-    """Return k2k's own cache directory: ``$K2K_HOME``, else ``~/.cache/k2k``.
-
-    Read at call time, not import time, so tests and users can point it elsewhere per process.
-    """
-    return Path(os.environ.get("K2K_HOME") or "~/.cache/k2k").expanduser()
 
 
 def kafka_dir(home: Path | None = None) -> Path:
