@@ -30,11 +30,11 @@ BASE_TS = int(time.time() * 1000) - 3_600_000
 
 @pytest.fixture(scope="session")
 def spark():
-    from k2k.pipeline.spark import start_spark
+    from k2k.pipeline.spark import start_spark, stop_spark
 
     session = start_spark("k2k-tests", "local[2]", {})
     yield session
-    session.stop()
+    stop_spark(session)
 
 
 @pytest.fixture

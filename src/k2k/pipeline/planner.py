@@ -57,7 +57,7 @@ from k2k.pipeline.membership import Membership
 from k2k.pipeline.outage import OutageRider
 from k2k.pipeline.plan import LeaseSpec, PartitionRange, RunnerGroup, plan_groups
 from k2k.pipeline.positions import StartPositions
-from k2k.pipeline.spark import spark_context_running, start_spark
+from k2k.pipeline.spark import spark_context_running, start_spark, stop_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -226,7 +226,7 @@ class Planner:
         if self.spark is not None and self._owns_spark:
             # Best effort on the way out: must not hide the error that ended the run.
             with contextlib.suppress(Exception):
-                self.spark.stop()
+                stop_spark(self.spark)
             self.spark = None
         if self.metrics is not None:
             self.metrics.close()

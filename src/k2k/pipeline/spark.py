@@ -17,6 +17,7 @@ docs/spark.md). Without a shipped archive, the k2k package is also shipped as a 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -29,6 +30,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from k2k.pipeline.classdata import ClassData, class_data, publish
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -40,6 +43,7 @@ __all__ = [
     "spark_error_line",
     "spark_settings",
     "start_spark",
+    "stop_spark",
 ]
 
 #: The JVM's output, and in local mode the runners' stderr (see :class:`JvmOutput`).
@@ -210,17 +214,58 @@ def _new_process_finds_k2k() -> bool:
 
 def _launch_jvm(settings: Mapping[str, str]) -> None:
     """Start Spark's JVM, unless this process has one, with its stderr read by
-    :class:`JvmOutput` (PySpark's ``popen_kwargs`` hook: "e.g., capturing stdout/stderr")."""
+    :class:`JvmOutput` (PySpark's ``popen_kwargs`` hook: "e.g., capturing stdout/stderr")
+    and its class-data archive (:mod:`k2k.pipeline.classdata`)."""
+    global _recording
     from pyspark import SparkConf, SparkContext
+    from pyspark.find_spark_home import _find_spark_home
     from pyspark.java_gateway import launch_gateway
 
     if SparkContext._gateway is not None:  # PySpark's own check, in SparkContext.__init__
         return
+    data = class_data(settings, Path(_find_spark_home()))
+    if data is not None:
+        key = "spark.driver.extraJavaOptions"
+        settings = {**settings, key: f"{settings.get(key, '')} {data.options}".strip()}
     spark_conf = SparkConf(loadDefaults=False).setAll(list(settings.items()))
     gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": subprocess.PIPE})
     if gateway.proc is not None:  # None: PySpark joined a gateway it did not start
         JvmOutput(gateway.proc.stderr).start()
+        if data is not None and data.recording is not None:
+            _recording = (data, gateway.proc)
     SparkContext._ensure_initialized(gateway=gateway)
+
+
+#: The JVM :func:`_launch_jvm` started while it records its class data (until
+#: :func:`stop_spark`), with what it records.
+_recording: tuple[ClassData, subprocess.Popen[bytes]] | None = None
+#: How long :func:`stop_spark` waits for a recording JVM to write its classes and exit.
+_RECORDING_EXIT_S = 60.0
+
+
+def stop_spark(spark: SparkSession) -> None:
+    """Runs on: driver. Stop ``spark``, a session :func:`start_spark` started. A JVM that
+    records its class data is ended too (it writes them at exit; otherwise only once this
+    process has exited), and the recording published; the next start launches a new JVM."""
+    global _recording
+    from pyspark import SparkContext
+
+    spark.stop()
+    if _recording is None:
+        return
+    (data, proc), _recording = _recording, None
+    with contextlib.suppress(OSError, ValueError):
+        if proc.stdin is not None:
+            proc.stdin.close()  # Spark's gateway exits at the end of its input
+    try:
+        code: int | None = proc.wait(_RECORDING_EXIT_S)
+    except subprocess.TimeoutExpired:
+        code = None
+    gateway, SparkContext._gateway, SparkContext._jvm = SparkContext._gateway, None, None
+    if gateway is not None:
+        with contextlib.suppress(Exception):
+            gateway.close()
+    publish(data, code)
 
 
 #: What the JVM prints at start whatever the log level: noise to k2k's users.

@@ -31,7 +31,12 @@ from k2k.config import PipelineConfig
 from k2k.errors import ClusterError, ConfigError, K2KError
 from k2k.kafka.factory import CONSUMER_DEFAULTS
 from k2k.kafka.peek import reader_settings
-from k2k.pipeline.spark import spark_context_running, spark_error_line, start_spark
+from k2k.pipeline.spark import (
+    spark_context_running,
+    spark_error_line,
+    start_spark,
+    stop_spark,
+)
 from k2k.stages.topicplan import tracing_headers
 from k2k.verify.align import Difference
 from k2k.verify.schemas import SchemaIdCanon
@@ -405,17 +410,17 @@ def run_verify(
             assert session is not None
         except BaseException:
             if own and starting is not None and starting.exception() is None:
-                starting.result().stop()
+                stop_spark(starting.result())
             raise
     if not tasks:
         if own:
-            session.stop()
+            stop_spark(session)
         return VerifyReport(cfg.name, [])
     try:
         results = _run_until_sure(session, cfg, tasks, progress)
     finally:
         if own:
-            session.stop()
+            stop_spark(session)
     results.sort(key=lambda r: (r.topic, r.partition))
     by_key = cfg.replication.sink.partition != "source" and not _traces_source(cfg)
     return VerifyReport(cfg.name, results, _unexplained(results) if by_key else [])

@@ -1,0 +1,143 @@
+"""The class-data archive of the Spark driver JVM that k2k starts: that JVM starts about a
+second sooner (docs/spark.md#start-up).
+
+The first start with a given Java, Spark and driver settings records the classes the JVM
+loaded (``-XX:ArchiveClassesAtExit``); later starts map that archive
+(``-XX:SharedArchiveFile``) instead of loading and verifying those classes again. A
+truncated archive crashes the JVM that maps it, so a recording is published only once its
+JVM exited with status 0, by a rename within the archive directory.
+
+Runs on: driver, when k2k launches Spark's JVM itself (not under spark-submit).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from k2k.home import k2k_home
+
+__all__ = ["ARCHIVE_DIR", "ClassData", "class_data", "publish"]
+
+#: Under ``$K2K_HOME``: the archives, and recordings in progress (dot files).
+ARCHIVE_DIR = "spark-class-data"
+#: Settings that change what the driver JVM loads, or how: part of an archive's name.
+_KEYED_SETTINGS = (
+    "spark.driver.extraJavaOptions",
+    "spark.driver.extraClassPath",
+    "spark.driver.extraLibraryPath",
+    "spark.driver.memory",
+    "spark.jars",
+    "spark.jars.packages",
+)
+#: Options by which the user decides class-data sharing already: k2k then adds none.
+_USERS_OWN = ("-Xshare", "SharedArchiveFile", "ArchiveClassesAtExit", "AutoCreateSharedArchive")
+#: The JVM's notes about archives (one it rejects, classes it cannot archive) mean nothing
+#: to an operator: without the archive the JVM only starts as it would have anyway.
+_QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+_RECORDING = ".recording"
+
+
+@dataclass(frozen=True)
+class ClassData:
+    """The archive for one driver JVM, and where that JVM records one when there is none."""
+
+    archive: Path
+    #: Where the JVM writes its classes at exit; None when it maps :attr:`archive`.
+    recording: Path | None
+
+    @property
+    def options(self) -> str:
+        """The JVM options that map the archive, or record one."""
+        if self.recording is None:
+            return f"-XX:SharedArchiveFile={self.archive} {_QUIET}"
+        return f"-XX:ArchiveClassesAtExit={self.recording} {_QUIET}"
+
+
+def class_data(
+    settings: Mapping[str, str], spark_home: Path, home: Path | None = None
+) -> ClassData | None:
+    """The archive for a driver JVM started with ``settings`` from ``spark_home``; None
+    when the user's options decide class-data sharing, no Java is found, or the archive
+    directory cannot be written."""
+    java_options = settings.get("spark.driver.extraJavaOptions", "")
+    if any(option in java_options for option in _USERS_OWN):
+        return None
+    java = _spark_java()
+    if java is None:
+        return None
+    directory = (home if home is not None else k2k_home()) / ARCHIVE_DIR
+    archive = directory / f"spark-{_key(java, spark_home, settings)}.jsa"
+    if archive.is_file():
+        return ClassData(archive, None)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        _remove_orphans(directory)
+    except OSError:
+        return None
+    return ClassData(archive, directory / f".{archive.name}.{os.getpid()}{_RECORDING}")
+
+
+def publish(data: ClassData, exit_code: int | None) -> None:
+    """After the JVM of ``data`` ended with ``exit_code``: its complete recording becomes
+    the archive (atomically), any other is removed."""
+    if data.recording is None:
+        return
+    try:
+        if exit_code == 0 and data.recording.is_file() and data.recording.stat().st_size:
+            os.replace(data.recording, data.archive)
+    except OSError:
+        pass  # only a start-up optimisation: a later start records again
+    finally:
+        data.recording.unlink(missing_ok=True)
+
+
+def _spark_java() -> str | None:
+    """The ``java`` Spark's launcher runs: ``$JAVA_HOME/bin/java``, else the one on PATH."""
+    java_home = os.environ.get("JAVA_HOME")
+    java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
+    return os.path.realpath(java) if java and os.path.isfile(java) else None
+
+
+def _key(java: str, spark_home: Path, settings: Mapping[str, str]) -> str:
+    """What must match for a JVM to accept an archive: the JDK's files, Spark's jars and
+    the driver's settings. A change starts a new archive instead of a rejected one."""
+    jdk = Path(java).parents[1]
+    parts = [java, *(_stamp(jdk / name) for name in ("release", "lib/modules"))]
+    jars = spark_home / "jars"
+    with contextlib.suppress(OSError):
+        parts += sorted(f"{entry.name}:{entry.stat().st_size}" for entry in os.scandir(jars))
+    parts += [f"{name}={settings.get(name, '')}" for name in _KEYED_SETTINGS]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _stamp(path: Path) -> str:
+    try:
+        stat = path.stat()
+    except OSError:
+        return f"{path}:-"
+    return f"{path}:{stat.st_size}:{stat.st_mtime_ns}"
+
+
+def _remove_orphans(directory: Path) -> None:
+    """Recordings of k2k processes that died before publishing (their JVMs still wrote
+    them, at exit): each is as large as an archive."""
+    for path in directory.glob(f".*{_RECORDING}"):
+        pid = path.name.removesuffix(_RECORDING).rsplit(".", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)):
+            path.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,106 @@
+"""The Spark driver JVM's class-data archive (k2k.pipeline.classdata): which archive a start
+maps or records, and that only a recording whose JVM exited cleanly is published."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from k2k.pipeline.classdata import ARCHIVE_DIR, ClassData, class_data, publish
+
+
+@pytest.fixture
+def spark_home(tmp_path: Path) -> Path:
+    jars = tmp_path / "spark" / "jars"
+    jars.mkdir(parents=True)
+    (jars / "spark-core.jar").write_bytes(b"x" * 10)
+    return tmp_path / "spark"
+
+
+def test_first_start_records_then_starts_map_the_published_archive(tmp_path, spark_home):
+    home = tmp_path / "home"
+    first = class_data({}, spark_home, home)
+    assert first is not None and first.recording is not None
+    assert f"-XX:ArchiveClassesAtExit={first.recording}" in first.options
+    assert first.recording.parent == first.archive.parent == home / ARCHIVE_DIR
+    first.recording.write_bytes(b"classes")  # what the JVM writes at exit
+    publish(first, exit_code=0)
+    assert first.archive.read_bytes() == b"classes" and not first.recording.exists()
+    again = class_data({}, spark_home, home)
+    assert again == ClassData(first.archive, None)
+    assert f"-XX:SharedArchiveFile={first.archive}" in again.options
+    assert "-Xlog:cds=off" in again.options
+
+
+@pytest.mark.parametrize("exit_code", [1, 137, None])
+def test_a_recording_of_a_jvm_that_did_not_exit_cleanly_is_dropped(tmp_path, spark_home, exit_code):
+    data = class_data({}, spark_home, tmp_path)
+    assert data is not None and data.recording is not None
+    data.recording.write_bytes(b"trunc")  # a JVM killed while writing leaves a partial file
+    publish(data, exit_code)
+    assert not data.archive.exists() and not data.recording.exists()
+
+
+def test_an_empty_recording_is_not_published(tmp_path, spark_home):
+    data = class_data({}, spark_home, tmp_path)
+    assert data is not None and data.recording is not None
+    data.recording.write_bytes(b"")
+    publish(data, 0)
+    assert not data.archive.exists()
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"spark.driver.extraClassPath": "/opt/extra.jar"},
+        {"spark.jars": "/opt/udf.jar"},
+        {"spark.driver.extraJavaOptions": "-Xss4m"},
+        {"spark.driver.memory": "4g"},
+    ],
+)
+def test_settings_that_change_the_jvm_name_another_archive(tmp_path, spark_home, settings):
+    plain = class_data({}, spark_home, tmp_path)
+    other = class_data(settings, spark_home, tmp_path)
+    assert plain is not None and other is not None and plain.archive != other.archive
+
+
+def test_other_spark_jars_name_another_archive(tmp_path, spark_home):
+    before = class_data({}, spark_home, tmp_path)
+    (spark_home / "jars" / "spark-sql.jar").write_bytes(b"y")
+    after = class_data({}, spark_home, tmp_path)
+    assert before is not None and after is not None and before.archive != after.archive
+
+
+@pytest.mark.parametrize(
+    "option",
+    ["-Xshare:off", "-XX:SharedArchiveFile=/x.jsa", "-XX:ArchiveClassesAtExit=/y.jsa"],
+)
+def test_the_users_own_class_data_options_are_left_alone(tmp_path, spark_home, option):
+    settings = {"spark.driver.extraJavaOptions": f"-Xss4m {option}"}
+    assert class_data(settings, spark_home, tmp_path) is None
+
+
+def test_without_java_there_is_no_archive(tmp_path, spark_home, monkeypatch):
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-jdk"))
+    assert class_data({}, spark_home, tmp_path) is None
+
+
+def test_recordings_of_dead_processes_are_removed(tmp_path, spark_home):
+    directory = tmp_path / ARCHIVE_DIR
+    directory.mkdir()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    orphan = directory / f".spark-0123.jsa.{dead.stdout.strip()}.recording"
+    mine = directory / f".spark-0123.jsa.{os.getppid()}.recording"  # a live process's
+    orphan.write_bytes(b"x")
+    mine.write_bytes(b"x")
+    class_data({}, spark_home, tmp_path)
+    assert not orphan.exists() and mine.exists()
