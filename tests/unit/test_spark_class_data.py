@@ -68,6 +68,16 @@ def test_settings_that_change_the_jvm_name_another_archive(tmp_path, spark_home,
     assert plain is not None and other is not None and plain.archive != other.archive
 
 
+def test_system_properties_such_as_the_log_level_share_an_archive(tmp_path, spark_home):
+    quiet = class_data(
+        {"spark.driver.extraJavaOptions": "-Dk2k.spark.logLevel=ERROR"}, spark_home, tmp_path
+    )
+    chatty = class_data(
+        {"spark.driver.extraJavaOptions": "-Dk2k.spark.logLevel=INFO"}, spark_home, tmp_path
+    )
+    assert quiet is not None and chatty is not None and quiet.archive == chatty.archive
+
+
 def test_other_spark_jars_name_another_archive(tmp_path, spark_home):
     before = class_data({}, spark_home, tmp_path)
     (spark_home / "jars" / "spark-sql.jar").write_bytes(b"y")

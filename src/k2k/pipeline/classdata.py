@@ -112,8 +112,16 @@ def _key(java: str, spark_home: Path, settings: Mapping[str, str]) -> str:
     jars = spark_home / "jars"
     with contextlib.suppress(OSError):
         parts += sorted(f"{entry.name}:{entry.stat().st_size}" for entry in os.scandir(jars))
-    parts += [f"{name}={settings.get(name, '')}" for name in _KEYED_SETTINGS]
+    parts += [f"{name}={_keyed(name, settings.get(name, ''))}" for name in _KEYED_SETTINGS]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _keyed(name: str, value: str) -> str:
+    """A setting as far as it matters to an archive: system properties (``-D…``, such as
+    the log level) do not."""
+    if name != "spark.driver.extraJavaOptions":
+        return value
+    return " ".join(option for option in value.split() if not option.startswith("-D"))
 
 
 def _stamp(path: Path) -> str:
