@@ -89,9 +89,9 @@ Verdict = Literal["settled", "fence", "wait"]
 #: otherwise deal it one).
 TOOL_MEMBER = "k2k-offsets"
 
-#: How long a leaving member waits for the target to take its release and its "left"
-#: heartbeat. A run often ends because the target is away; peers take over after
-#: ``graceWindow`` without them, so the exit is not held up for the sync timeout.
+#: How long a leaving member waits for the target to take its "left" heartbeat. A run
+#: often ends because the target is away; peers take over after ``graceWindow`` without
+#: it, so the exit is not held up for the sync timeout.
 LEAVE_WAIT_S = 5.0
 
 
@@ -424,21 +424,19 @@ class Assignment:
 
     def release(self, claims: Mapping[TP, str]) -> None:
         """Give up ``claims`` (partition -> claim id) after their last commit."""
-        self._send_releases(claims)
+        now_ms = int(time.time() * 1000)
+        for tp, claim in claims.items():
+            self._send(*ReleaseRecord(self.group, tp[0], tp[1], claim, now_ms).encode())
         self._producer.flush(self._tail.timeout_s)
 
     def leave(self, claims: Mapping[TP, str]) -> None:
         """Clean stop: release and say so, so other members take over without waiting.
-        Best effort within :data:`LEAVE_WAIT_S`."""
+        The ``left`` record is best effort within :data:`LEAVE_WAIT_S`."""
         self._stop_beating()
-        self._send_releases(claims)
+        if claims:
+            self.release(claims)
         self.heartbeat(state="left")
         self._producer.flush(min(self._tail.timeout_s, LEAVE_WAIT_S))
-
-    def _send_releases(self, claims: Mapping[TP, str]) -> None:
-        now_ms = int(time.time() * 1000)
-        for tp, claim in claims.items():
-            self._send(*ReleaseRecord(self.group, tp[0], tp[1], claim, now_ms).encode())
 
     def close(self) -> None:
         self._stop_beating()
