@@ -22,9 +22,12 @@ session = start_spark("class-data", "local[1]", {})
 total = session.sparkContext.parallelize(range(10), 2).sum()
 jvm = SparkContext._gateway.proc
 tree = [psutil.Process(jvm.pid), *psutil.Process(jvm.pid).children(recursive=True)]
-java = [" ".join(p.cmdline()) for p in tree if "SparkSubmit" in " ".join(p.cmdline())]
+java = [p for p in tree if "SparkSubmit" in " ".join(p.cmdline())]
+with open(f"/proc/{java[0].pid}/maps") as maps:  # what the JVM has mapped, archives too
+    mapped = sorted({line.split()[-1] for line in maps if line.rstrip().endswith(".jsa")})
+command = [" ".join(p.cmdline()) for p in java]
 stop_spark(session)
-print(json.dumps({"sum": total, "java": java, "exit": jvm.returncode}))
+print(json.dumps({"sum": total, "java": command, "mapped": mapped, "exit": jvm.returncode}))
 """
 
 
@@ -51,4 +54,6 @@ def test_the_first_start_records_an_archive_that_later_starts_map(tmp_path):
     second = _start_and_stop(tmp_path)
     assert second["sum"] == 45 and second["exit"] is None  # not recording: left to exit alone
     assert f"-XX:SharedArchiveFile={archives[0]}" in second["java"][0]
+    assert str(archives[0]) in second["mapped"]  # accepted: a rejected archive is not mapped
+    assert str(archives[0]) not in first["mapped"]
     assert sorted(directory.iterdir()) == archives

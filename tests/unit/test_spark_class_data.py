@@ -13,6 +13,21 @@ import pytest
 from k2k.pipeline.classdata import ARCHIVE_DIR, ClassData, class_data, publish
 
 
+@pytest.fixture(autouse=True)
+def java_home(tmp_path: Path, monkeypatch) -> Path:
+    """A JDK as far as the archive's name looks at one."""
+    jdk = tmp_path / "jdk"
+    (jdk / "bin").mkdir(parents=True)
+    (jdk / "lib").mkdir()
+    (jdk / "bin" / "java").write_text("")
+    (jdk / "release").write_text('JAVA_VERSION="17.0.15"\n')
+    (jdk / "lib" / "modules").write_bytes(b"m")
+    monkeypatch.setenv("JAVA_HOME", str(jdk))
+    for name in ("SPARK_CONF_DIR", "JAVA_TOOL_OPTIONS", "SPARK_DRIVER_MEMORY"):
+        monkeypatch.delenv(name, raising=False)
+    return jdk
+
+
 @pytest.fixture
 def spark_home(tmp_path: Path) -> Path:
     jars = tmp_path / "spark" / "jars"
@@ -87,11 +102,13 @@ def test_other_spark_jars_name_another_archive(tmp_path, spark_home):
 
 @pytest.mark.parametrize(
     "option",
-    ["-Xshare:off", "-XX:SharedArchiveFile=/x.jsa", "-XX:ArchiveClassesAtExit=/y.jsa"],
+    ["-Xshare:off", "-XX:SharedArchiveFile=/x.jsa", "-XX:+AutoCreateSharedArchive"],
 )
-def test_the_users_own_class_data_options_are_left_alone(tmp_path, spark_home, option):
-    settings = {"spark.driver.extraJavaOptions": f"-Xss4m {option}"}
-    assert class_data(settings, spark_home, tmp_path) is None
+@pytest.mark.parametrize(
+    "setting", ["spark.driver.extraJavaOptions", "spark.driver.defaultJavaOptions"]
+)
+def test_the_users_own_class_data_options_are_left_alone(tmp_path, spark_home, option, setting):
+    assert class_data({setting: f"-Xss4m {option}"}, spark_home, tmp_path) is None
 
 
 def test_without_java_there_is_no_archive(tmp_path, spark_home, monkeypatch):
@@ -99,18 +116,43 @@ def test_without_java_there_is_no_archive(tmp_path, spark_home, monkeypatch):
     assert class_data({}, spark_home, tmp_path) is None
 
 
-def test_recordings_of_dead_processes_are_removed(tmp_path, spark_home):
+@pytest.mark.parametrize("archive_exists", [False, True])
+def test_recordings_of_dead_processes_are_removed(tmp_path, spark_home, archive_exists):
     directory = tmp_path / ARCHIVE_DIR
     directory.mkdir()
+    if archive_exists:
+        data = class_data({}, spark_home, tmp_path)
+        assert data is not None
+        data.archive.write_bytes(b"classes")
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"],
         capture_output=True,
         text=True,
         check=True,
     )
-    orphan = directory / f".spark-0123.jsa.{dead.stdout.strip()}.recording"
-    mine = directory / f".spark-0123.jsa.{os.getppid()}.recording"  # a live process's
+    orphan = directory / f".spark-0123.jsa.{dead.stdout.strip()}.0a1b2c3d.recording"
+    mine = directory / f".spark-0123.jsa.{os.getppid()}.0a1b2c3d.recording"  # a live one's
     orphan.write_bytes(b"x")
     mine.write_bytes(b"x")
     class_data({}, spark_home, tmp_path)
     assert not orphan.exists() and mine.exists()
+
+
+def test_two_recordings_in_one_process_do_not_share_a_file(tmp_path, spark_home):
+    first, second = (class_data({}, spark_home, tmp_path) for _ in range(2))
+    assert first is not None and second is not None
+    assert first.recording is not None and first.recording != second.recording
+
+
+def test_the_environment_that_shapes_the_jvm_names_another_archive(
+    tmp_path, spark_home, monkeypatch
+):
+    plain = class_data({}, spark_home, tmp_path)
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-Xss4m")
+    other = class_data({}, spark_home, tmp_path)
+    assert plain is not None and other is not None and plain.archive != other.archive
+
+
+def test_a_home_with_white_space_gets_no_archive(tmp_path, spark_home):
+    """Spark splits the JVM options at white space: such a path would break the start."""
+    assert class_data({}, spark_home, tmp_path / "my cache") is None

@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import os
 import shutil
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ __all__ = ["ARCHIVE_DIR", "ClassData", "class_data", "publish"]
 ARCHIVE_DIR = "spark-class-data"
 #: Settings that change what the driver JVM loads, or how: part of an archive's name.
 _KEYED_SETTINGS = (
+    "spark.driver.defaultJavaOptions",
     "spark.driver.extraJavaOptions",
     "spark.driver.extraClassPath",
     "spark.driver.extraLibraryPath",
@@ -35,6 +37,17 @@ _KEYED_SETTINGS = (
     "spark.jars",
     "spark.jars.packages",
 )
+#: The same, from the environment (Spark's launcher and the JVM read them).
+_KEYED_ENVIRONMENT = (
+    "SPARK_CONF_DIR",
+    "HADOOP_CONF_DIR",
+    "YARN_CONF_DIR",
+    "SPARK_DIST_CLASSPATH",
+    "SPARK_DRIVER_MEMORY",
+    "JAVA_TOOL_OPTIONS",
+    "JDK_JAVA_OPTIONS",
+)
+_JAVA_OPTION_SETTINGS = ("spark.driver.defaultJavaOptions", "spark.driver.extraJavaOptions")
 #: Options by which the user decides class-data sharing already: k2k then adds none.
 _USERS_OWN = ("-Xshare", "SharedArchiveFile", "ArchiveClassesAtExit", "AutoCreateSharedArchive")
 #: The JVM's notes about archives (one it rejects, classes it cannot archive) mean nothing
@@ -65,22 +78,24 @@ def class_data(
     """The archive for a driver JVM started with ``settings`` from ``spark_home``; None
     when the user's options decide class-data sharing, no Java is found, or the archive
     directory cannot be written."""
-    java_options = settings.get("spark.driver.extraJavaOptions", "")
+    java_options = " ".join(settings.get(name, "") for name in _JAVA_OPTION_SETTINGS)
     if any(option in java_options for option in _USERS_OWN):
         return None
     java = _spark_java()
-    if java is None:
-        return None
     directory = (home if home is not None else k2k_home()) / ARCHIVE_DIR
+    if java is None or any(c.isspace() for c in str(directory)):
+        return None  # Spark splits the JVM options at white space
     archive = directory / f"spark-{_key(java, spark_home, settings)}.jsa"
-    if archive.is_file():
-        return ClassData(archive, None)
     try:
         directory.mkdir(parents=True, exist_ok=True)
         _remove_orphans(directory)
     except OSError:
         return None
-    return ClassData(archive, directory / f".{archive.name}.{os.getpid()}{_RECORDING}")
+    if archive.is_file():
+        return ClassData(archive, None)
+    # The pid tells an orphan; the random part keeps two hosts sharing $K2K_HOME apart.
+    recording = f".{archive.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}{_RECORDING}"
+    return ClassData(archive, directory / recording)
 
 
 def publish(data: ClassData, exit_code: int | None) -> None:
@@ -88,13 +103,23 @@ def publish(data: ClassData, exit_code: int | None) -> None:
     the archive (atomically), any other is removed."""
     if data.recording is None:
         return
+    # Only a start-up optimisation: whatever fails here, a later start records again.
+    with contextlib.suppress(OSError):
+        try:
+            if exit_code == 0 and data.recording.is_file() and data.recording.stat().st_size:
+                _sync(data.recording)  # on disk before its name says it is complete
+                os.replace(data.recording, data.archive)
+                _sync(data.archive.parent)
+        finally:
+            data.recording.unlink(missing_ok=True)
+
+
+def _sync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
     try:
-        if exit_code == 0 and data.recording.is_file() and data.recording.stat().st_size:
-            os.replace(data.recording, data.archive)
-    except OSError:
-        pass  # only a start-up optimisation: a later start records again
+        os.fsync(fd)
     finally:
-        data.recording.unlink(missing_ok=True)
+        os.close(fd)
 
 
 def _spark_java() -> str | None:
@@ -108,18 +133,22 @@ def _key(java: str, spark_home: Path, settings: Mapping[str, str]) -> str:
     """What must match for a JVM to accept an archive: the JDK's files, Spark's jars and
     the driver's settings. A change starts a new archive instead of a rejected one."""
     jdk = Path(java).parents[1]
-    parts = [java, *(_stamp(jdk / name) for name in ("release", "lib/modules"))]
-    jars = spark_home / "jars"
+    home = spark_home.resolve()
+    conf = Path(os.environ.get("SPARK_CONF_DIR") or home / "conf")
+    parts = [java, *(_stamp(jdk / name) for name in ("release", "lib/modules")), str(home)]
+    with contextlib.suppress(OSError):  # the JVM checks each jar's size and time
+        parts += sorted(_stamp(Path(entry.path)) for entry in os.scandir(home / "jars"))
     with contextlib.suppress(OSError):
-        parts += sorted(f"{entry.name}:{entry.stat().st_size}" for entry in os.scandir(jars))
+        parts += sorted(_stamp(Path(entry.path)) for entry in os.scandir(conf))
     parts += [f"{name}={_keyed(name, settings.get(name, ''))}" for name in _KEYED_SETTINGS]
+    parts += [f"{name}={os.environ.get(name, '')}" for name in _KEYED_ENVIRONMENT]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
 def _keyed(name: str, value: str) -> str:
     """A setting as far as it matters to an archive: system properties (``-D…``, such as
     the log level) do not."""
-    if name != "spark.driver.extraJavaOptions":
+    if name not in _JAVA_OPTION_SETTINGS:
         return value
     return " ".join(option for option in value.split() if not option.startswith("-D"))
 
@@ -136,7 +165,7 @@ def _remove_orphans(directory: Path) -> None:
     """Recordings of k2k processes that died before publishing (their JVMs still wrote
     them, at exit): each is as large as an archive."""
     for path in directory.glob(f".*{_RECORDING}"):
-        pid = path.name.removesuffix(_RECORDING).rsplit(".", 1)[-1]
+        pid = path.name.removesuffix(_RECORDING).rsplit(".", 2)[-2]
         if pid.isdigit() and not _alive(int(pid)):
             path.unlink(missing_ok=True)
 

@@ -248,23 +248,32 @@ def stop_spark(spark: SparkSession) -> None:
     records its class data is ended too (it writes them at exit; otherwise only once this
     process has exited), and the recording published; the next start launches a new JVM."""
     global _recording
+    recording, _recording = _recording, None
+    try:
+        spark.stop()
+    finally:
+        if recording is not None:
+            _end_recording_jvm(*recording)
+
+
+def _end_recording_jvm(data: ClassData, proc: subprocess.Popen[bytes]) -> None:
+    """End the JVM (Spark's gateway exits at the end of its input) and publish what it
+    recorded; a JVM that does not exit in time is killed, and its recording dropped."""
     from pyspark import SparkContext
 
-    spark.stop()
-    if _recording is None:
-        return
-    (data, proc), _recording = _recording, None
+    gateway, SparkContext._gateway, SparkContext._jvm = SparkContext._gateway, None, None
+    if gateway is not None:
+        with contextlib.suppress(Exception):  # also stops py4j's finalizer thread
+            gateway.shutdown()
     with contextlib.suppress(OSError, ValueError):
         if proc.stdin is not None:
-            proc.stdin.close()  # Spark's gateway exits at the end of its input
+            proc.stdin.close()
     try:
         code: int | None = proc.wait(_RECORDING_EXIT_S)
     except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
         code = None
-    gateway, SparkContext._gateway, SparkContext._jvm = SparkContext._gateway, None, None
-    if gateway is not None:
-        with contextlib.suppress(Exception):
-            gateway.close()
     publish(data, code)
 
 
