@@ -38,8 +38,11 @@ def _command(p: psutil.Process) -> str:
 
 
 def _spark_started(pid: int) -> bool:
-    """The k2k contender's Spark JVM is up: the run is inside a contender's copy."""
-    return any("org.apache.spark" in cmd or "pyspark" in cmd for cmd in map(_command, _tree(pid)))
+    """The k2k contender's Spark JVM is up: the run is inside a contender's copy. (The
+    brokers start after the contenders' setup, which starts and stops a Spark JVM too.)"""
+    commands = list(map(_command, _tree(pid)))
+    brokers = sum("kafka.Kafka" in cmd for cmd in commands)
+    return brokers == 2 and any("org.apache.spark" in cmd or "pyspark" in cmd for cmd in commands)
 
 
 def _listening_ports(procs: list[psutil.Process]) -> set[int]:

@@ -51,12 +51,12 @@ def test_sigkill_ten_times_under_transactional_load_is_exact(clusters, tmp_path,
     path = write_pipeline(tmp_path, doc)
     commit_topic = doc["coordination"]["commit"]["topic"]
     counts: dict[str, int] = {}
-    # Records flow until the tenth kill (at most 1M over three minutes), so every kill
-    # lands while they do.
+    # Records flow until the tenth kill (at most 2M over six minutes), so every kill lands
+    # while they do.
     flowing = threading.Event()
     writer = threading.Thread(
         target=lambda: counts.update(
-            mixed_workload(clusters.source, t, 1_000_000, PARTITIONS, rate=5_500, stop=flowing)
+            mixed_workload(clusters.source, t, 2_000_000, PARTITIONS, rate=5_500, stop=flowing)
         ),
     )
     writer.start()

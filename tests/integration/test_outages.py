@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import time
 from collections.abc import Callable
 from datetime import datetime
 
@@ -163,10 +164,12 @@ def test_exactly_once_rides_out_a_target_outage_longer_than_the_transaction_time
     proc, committed_total = _running(tmp_path, doc, target)
     try:
         own_target.stop()
+        stopped = time.monotonic()
         produce(clusters.source, t, _records(PER_BATCH, PER_BATCH))  # arrives during the outage
         # The open transaction cannot complete: the lease fails and k2k waits.
         eventually(lambda: "replication paused" in proc.output(), timeout=240, interval=1)
         assert proc.proc.poll() is None, proc.output()[-3000:]
+        assert time.monotonic() - stopped > 15  # longer than the transaction timeout
         own_target.start(timeout=120)
         eventually(committed_total, 2 * PER_BATCH, timeout=240, interval=0.5, ignore=(K2KError,))
         assert "replicating again after" in proc.output(), proc.output()[-3000:]
