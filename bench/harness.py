@@ -228,7 +228,8 @@ def preload(bootstrap: str, topic: str, records: int, value_size: int) -> dict[i
     return end_offsets(bootstrap, topic)
 
 
-#: How long the target's transaction code is warmed up before the contenders run.
+#: How long the target's transaction code is warmed up before the contenders run (when one
+#: of them writes transactions).
 TXN_WARMUP_S = 30.0
 
 
@@ -843,7 +844,8 @@ def run_workloads(
     warm = Backlog("warmup", plan.warmup_records, 100)
     ends = preload(env.source, warm.topic, warm.records, warm.value_size)
     run_backlog(BareLoop(), warm, env, ends, args.timeout)  # unmeasured: JIT warm-up
-    warm_transactions(env.target, TXN_WARMUP_S)
+    if any(c.guarantee == "exactly-once" for c in chosen):
+        warm_transactions(env.target, TXN_WARMUP_S)
     for w in () if args.skip_backlog else plan.backlog:
         ends = preload(env.source, w.topic, w.records, w.value_size)
         for c in backlog_order(chosen, args.rounds):
