@@ -21,13 +21,17 @@ from k2k.pipeline.spark import start_spark, stop_spark
 session = start_spark("class-data", "local[1]", {})
 total = session.sparkContext.parallelize(range(10), 2).sum()
 jvm = SparkContext._gateway.proc
+def command_of(p):
+    try:
+        return " ".join(p.cmdline())
+    except psutil.Error:  # a Python worker that ended (a zombie until reaped)
+        return ""
 tree = [psutil.Process(jvm.pid), *psutil.Process(jvm.pid).children(recursive=True)]
-java = [p for p in tree if "SparkSubmit" in " ".join(p.cmdline())]
-with open(f"/proc/{java[0].pid}/maps") as maps:  # what the JVM has mapped, archives too
+java = [(p.pid, command_of(p)) for p in tree if "SparkSubmit" in command_of(p)]
+with open(f"/proc/{java[0][0]}/maps") as maps:  # what the JVM has mapped, archives too
     mapped = sorted({line.split()[-1] for line in maps if line.rstrip().endswith(".jsa")})
-command = [" ".join(p.cmdline()) for p in java]
 stop_spark(session)
-print(json.dumps({"sum": total, "java": command, "mapped": mapped, "exit": jvm.returncode}))
+print(json.dumps({"sum": total, "java": [c for _, c in java], "mapped": mapped, "exit": jvm.returncode}))
 """
 
 
