@@ -846,6 +846,8 @@ def run_workloads(
     run_backlog(BareLoop(), warm, env, ends, args.timeout)  # unmeasured: JIT warm-up
     if any(c.guarantee == "exactly-once" for c in chosen):
         warm_transactions(env.target, TXN_WARMUP_S)
+        # Unmeasured: large transactions over every partition, as exactly-once copies write.
+        run_backlog(BareLoopTransactional(), warm, env, ends, args.timeout)
     for w in () if args.skip_backlog else plan.backlog:
         ends = preload(env.source, w.topic, w.records, w.value_size)
         for c in backlog_order(chosen, args.rounds):
