@@ -26,6 +26,7 @@
 from __future__ import annotations
 
 import argparse
+import bisect
 import dataclasses
 import hashlib
 import json
@@ -148,6 +149,8 @@ class Result:
     seconds: float = 0.0  # backlog: first record on the target -> last record on the target
     wall: float = 0.0  # process start -> done (includes JVM/Spark start-up)
     cpu_s: float = 0.0
+    #: backlog: CPU s inside the copy window (``seconds``), start-up and shutdown excluded
+    copy_cpu_s: float | None = None
     peak_rss_mb: float = 0.0
     p50_ms: float | None = None
     p99_ms: float | None = None
@@ -426,13 +429,15 @@ def last_keys(bootstrap: str, topic: str) -> dict[int, bytes | None]:
 
 
 class Monitor(threading.Thread):
-    """Samples the contender's whole process tree every 100 ms: CPU seconds, peak RSS."""
+    """Samples the contender's whole process tree every 100 ms: CPU seconds, peak RSS, and
+    the running CPU total over time (for the CPU spent inside a copy window)."""
 
     def __init__(self, procs: list[subprocess.Popen]) -> None:
         super().__init__(daemon=True)
         self.procs = procs
         self.cpu: dict[int, float] = {}
         self.peak_rss = 0
+        self.timeline: list[tuple[float, float]] = []  # (monotonic s, CPU s so far)
         self._stop_event = threading.Event()
 
     def run(self) -> None:
@@ -449,9 +454,21 @@ class Monitor(threading.Thread):
             except psutil.Error:
                 pass
         self.peak_rss = max(self.peak_rss, rss)
+        self.timeline.append((time.monotonic(), self.cpu_s()))
 
     def cpu_s(self) -> float:
         return sum(self.cpu.values())
+
+    def cpu_at(self, when: float) -> float:
+        """The tree's CPU seconds at monotonic time ``when``, interpolated between samples."""
+        points = self.timeline
+        i = bisect.bisect_left(points, (when, -1.0))
+        if i == 0:
+            return points[0][1] if points else 0.0
+        if i == len(points):
+            return points[-1][1]
+        (t0, c0), (t1, c1) = points[i - 1], points[i]
+        return c0 + (c1 - c0) * (when - t0) / (t1 - t0) if t1 > t0 else c1
 
     def stop(self) -> None:
         self._stop_event.set()
@@ -544,6 +561,7 @@ def run_backlog(
     res.wall = time.monotonic() - started
     if first is not None and done is not None:
         res.seconds = done - first
+        res.copy_cpu_s = monitor.cpu_at(done) - monitor.cpu_at(first)
     if longest_stall >= STALL_NOTE_S:
         stalled = f"nothing reached the target for {longest_stall:.1f} s"
         res.note = f"{res.note}; {stalled}" if res.note else stalled
@@ -725,6 +743,10 @@ def _jit(r: Result) -> str:
     return "-" if r.jit_s is None else f"{r.jit_s:.1f}"
 
 
+def _cpu(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}"
+
+
 def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v:,.0f}"
 
@@ -732,8 +754,8 @@ def _ms(v: float | None) -> str:
 def table(results: list[Result]) -> str:
     lines = [
         "| contender | guarantee | workload | records | records/s | MB/s | p50 ms | p99 ms "
-        "| copy s | wall s | CPU s | peak RSS MB | steal % | complete |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| copy s | wall s | CPU s | copy CPU s | peak RSS MB | steal % | complete |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in results:
         steady = r.p50_ms is not None or r.workload.startswith("W2")
@@ -742,7 +764,7 @@ def table(results: list[Result]) -> str:
         lines.append(
             f"| {r.contender} | {r.guarantee} | {r.workload} | {r.records:,} | {rate} | {mbps} "
             f"| {_ms(r.p50_ms)} | {_ms(r.p99_ms)} | {r.seconds:.1f} | {r.wall:.1f} "
-            f"| {r.cpu_s:.1f} | {r.peak_rss_mb:,.0f} | {_pct(r.steal_pct)} | {_verdict(r, 'yes')} |"
+            f"| {r.cpu_s:.1f} | {_cpu(r.copy_cpu_s)} | {r.peak_rss_mb:,.0f} | {_pct(r.steal_pct)} | {_verdict(r, 'yes')} |"
         )
     return "\n".join(lines)
 
@@ -802,6 +824,7 @@ def ratios(results: list[Result]) -> list[str]:
                 f"k2k verify vs the copy it checks ({copied}), {w}: wall {v:.1f} s vs "
                 f"{copy:.1f} s = {v / copy:.0%}{medians}"
             )
+    out.extend(cpu_per_million(results, K2KAtLeastOnce.name, BareLoop.name))
     k_alo, m_alo = rate(K2KAtLeastOnce.name), rate(MirrorMaker2AtLeastOnce.name)
     if k_alo and m_alo:
         line = f"ratio vs MirrorMaker 2: at-least-once {k_alo / m_alo:.2f}"
@@ -809,6 +832,33 @@ def ratios(results: list[Result]) -> list[str]:
         if k_eos and m_eos:
             line += f", exactly-once {k_eos / m_eos:.2f}"
         out.append(line)
+    return out
+
+
+def cpu_per_million(results: list[Result], name: str, base: str) -> list[str]:
+    """CPU seconds per million records of ``name`` against ``base`` in each W1 workload
+    (medians of complete runs): over the whole run, and inside the copy window only, which
+    leaves out what starting and stopping cost once (for k2k, Spark's start-up)."""
+    whole: dict[tuple[str, str], list[float]] = {}
+    window: dict[tuple[str, str], list[float]] = {}
+    for r in results:
+        if r.complete and r.workload.startswith("W1") and r.contender in (name, base):
+            whole.setdefault((r.contender, r.workload), []).append(r.cpu_s / r.records * 1e6)
+            if r.copy_cpu_s is not None:
+                per_m = r.copy_cpu_s / r.records * 1e6
+                window.setdefault((r.contender, r.workload), []).append(per_m)
+    out = []
+    for w in sorted({w for _, w in whole}):
+        if (name, w) not in whole or (base, w) not in whole:
+            continue
+        parts = []
+        for label, runs in (("whole run", whole), ("copy window", window)):
+            if (name, w) in runs and (base, w) in runs:
+                a, b = statistics.median(runs[(name, w)]), statistics.median(runs[(base, w)])
+                parts.append(f"{label} {a:.2f} vs {b:.2f} ({a / b:.1f}x)")
+        n = min(len(whole[(name, w)]), len(whole[(base, w)]))
+        medians = f" (medians of {n} runs each)" if n > 1 else ""
+        out.append(f"CPU s per million records, {name} vs {base}, {w}: {'; '.join(parts)}{medians}")
     return out
 
 
