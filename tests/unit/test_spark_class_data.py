@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from k2k.pipeline.classdata import ARCHIVE_DIR, ClassData, class_data, publish
+from k2k.pipeline.classdata import ARCHIVE_DIR, KEEP_ARCHIVES, ClassData, class_data, publish
 
 
 @pytest.fixture(autouse=True)
@@ -156,3 +156,28 @@ def test_the_environment_that_shapes_the_jvm_names_another_archive(
 def test_a_home_with_white_space_gets_no_archive(tmp_path, spark_home):
     """Spark splits the JVM options at white space: such a path would break the start."""
     assert class_data({}, spark_home, tmp_path / "my cache") is None
+
+
+def _record(settings: dict[str, str], spark_home: Path, home: Path) -> Path:
+    """Start with ``settings`` (recording when there is no archive yet), stop cleanly; the
+    archive's path."""
+    data = class_data(settings, spark_home, home)
+    assert data is not None
+    if data.recording is not None:
+        data.recording.write_bytes(b"classes")
+        publish(data, 0)
+    return data.archive
+
+
+def test_only_the_most_recently_used_archives_are_kept(tmp_path, spark_home):
+    memories = [f"{n}g" for n in range(1, KEEP_ARCHIVES + 2)]
+    archives = {}
+    for tick, memory in enumerate(memories[:KEEP_ARCHIVES]):
+        archives[memory] = _record({"spark.driver.memory": memory}, spark_home, tmp_path)
+        os.utime(archives[memory], ns=(tick * 10**9, tick * 10**9))  # used in this order
+    oldest, *rest = memories[:KEEP_ARCHIVES]
+    _record({"spark.driver.memory": oldest}, spark_home, tmp_path)  # used again: now newest
+    newest = _record({"spark.driver.memory": memories[-1]}, spark_home, tmp_path)
+    kept = sorted((tmp_path / ARCHIVE_DIR).glob("*.jsa"))
+    assert kept == sorted([archives[oldest], *(archives[m] for m in rest[1:]), newest])
+    assert not archives[rest[0]].exists()  # the least recently used went

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from k2k.home import k2k_home
 
-__all__ = ["ARCHIVE_DIR", "ClassData", "class_data", "publish"]
+__all__ = ["ARCHIVE_DIR", "KEEP_ARCHIVES", "ClassData", "class_data", "publish"]
 
 #: Under ``$K2K_HOME``: the archives, and recordings in progress (dot files).
 ARCHIVE_DIR = "spark-class-data"
@@ -54,6 +54,9 @@ _USERS_OWN = ("-Xshare", "SharedArchiveFile", "ArchiveClassesAtExit", "AutoCreat
 #: to an operator: without the archive the JVM only starts as it would have anyway.
 _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 _RECORDING = ".recording"
+#: Archives kept, the most recently used: one per setup an operator runs side by side, while
+#: those of replaced JDKs, Spark installations or settings (about 100 MB each) go.
+KEEP_ARCHIVES = 3
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,8 @@ def class_data(
     except OSError:
         return None
     if archive.is_file():
+        with contextlib.suppress(OSError):
+            os.utime(archive)  # its time says when it was last used (see _prune)
         return ClassData(archive, None)
     # The pid tells an orphan; the random part keeps two hosts sharing $K2K_HOME apart.
     recording = f".{archive.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}{_RECORDING}"
@@ -110,6 +115,7 @@ def publish(data: ClassData, exit_code: int | None) -> None:
                 _sync(data.recording)  # on disk before its name says it is complete
                 os.replace(data.recording, data.archive)
                 _sync(data.archive.parent)
+                _prune(data.archive.parent)
         finally:
             data.recording.unlink(missing_ok=True)
 
@@ -168,6 +174,17 @@ def _remove_orphans(directory: Path) -> None:
         pid = path.name.removesuffix(_RECORDING).rsplit(".", 2)[-2]
         if pid.isdigit() and not _alive(int(pid)):
             path.unlink(missing_ok=True)
+
+
+def _prune(directory: Path) -> None:
+    """Keep the :data:`KEEP_ARCHIVES` most recently used archives. A JVM that maps one being
+    removed keeps it (the file goes with its last mapping); the next start records anew."""
+    archives = []
+    for path in directory.glob("spark-*.jsa"):
+        with contextlib.suppress(OSError):
+            archives.append((path.stat().st_mtime_ns, path))
+    for _, path in sorted(archives, reverse=True)[KEEP_ARCHIVES:]:
+        path.unlink(missing_ok=True)
 
 
 def _alive(pid: int) -> bool:
