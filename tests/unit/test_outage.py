@@ -74,3 +74,36 @@ def test_a_stop_request_ends_the_wait():
     stop = threading.Event()
     stop.set()
     OutageRider(away, None, stop).wait(FAILURE)  # returns at once
+
+
+def test_a_lease_ended_past_the_bound_gives_up_naming_the_outage():
+    clock = Clock()
+    since = {"at": None}
+    rider = OutageRider(
+        views(), 20.0, threading.Event(), lambda: since["at"], clock, lambda: "target gone"
+    )
+    assert not rider.outlasted()  # every cluster answers
+    since["at"] = clock.now - 20
+    assert not rider.outlasted()  # down, for exactly the bound
+    rider.lease_ended()  # a lease that ended within the bound: the outage is not yet over
+    since["at"] = clock.now - 26
+    assert rider.outlasted()
+    with pytest.raises(Unavailable) as err:
+        rider.lease_ended()
+    assert str(err.value) == "target gone; gave up after 26 s (errorHandling.maxOutage 20 s)"
+
+
+def test_without_a_bound_no_outage_is_outlasted():
+    clock = Clock()
+    rider = OutageRider(views(), None, threading.Event(), lambda: clock.now - 3600, clock)
+    assert not rider.outlasted()
+    rider.lease_ended()
+    assert rider.since is None
+
+
+def test_no_paused_line_for_a_wait_past_the_bound(caplog):
+    clock = Clock()
+    rider = OutageRider(views(), 20.0, threading.Event(), lambda: clock.now - 50, clock)
+    with caplog.at_level(logging.INFO, logger="k2k.planner"), pytest.raises(Unavailable):
+        rider.wait(FAILURE)
+    assert not [r for r in caplog.records if "replication paused" in r.getMessage()]

@@ -191,3 +191,15 @@ def test_unreachable_cluster_named_with_its_cause_and_no_secret(
 def _wait_for_line(caplog: pytest.LogCaptureFixture) -> str:
     eventually(lambda: _lines(caplog), timeout=20)
     return _lines(caplog)[0][1]
+
+
+def test_describe_names_the_oldest_outage_with_its_newest_cause(
+    reach: Reachability, clock: Clock
+) -> None:
+    assert reach.describe() is None
+    reach.failed("target", "t:9092", "Connection refused", since=clock.now - 10)
+    reach.failed("source", "s:9092", "timed out", since=clock.now - 5)
+    reach.failed("target", "t:9092", "reset", since=clock.now)
+    assert reach.describe() == "target cluster unreachable at t:9092: reset"
+    reach.answered("target")
+    assert reach.describe() == "source cluster unreachable at s:9092: timed out"

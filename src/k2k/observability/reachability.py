@@ -80,6 +80,15 @@ class Reachability:
         """When the oldest current outage began (this clock), None while all answer."""
         return min((o.since for o in list(self._outages.values())), default=None)
 
+    def describe(self) -> str | None:
+        """The oldest current outage in words (``target cluster unreachable at HOST:PORT:
+        <cause>``), None while all answer."""
+        outages = sorted(list(self._outages.items()), key=lambda item: item[1].since)
+        if not outages:
+            return None
+        cluster, outage = outages[0]
+        return f"{cluster} cluster unreachable at {outage.where}: {outage.cause}"
+
     def failed(self, cluster: str, where: str, cause: str, since: float) -> None:
         """A probe of ``cluster`` sent at ``since`` got no answer, because of ``cause``."""
         outage = self._outages.get(cluster)

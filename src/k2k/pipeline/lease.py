@@ -7,6 +7,9 @@ through the lease channel (:mod:`k2k.pipeline.channel`) when:
 
 * a stop was requested: runners get :data:`STOP_GRACE_S` to commit and return, then the
   job is cancelled (its uncommitted work is abandoned; committed progress stays valid);
+* a cluster has not answered for longer than ``errorHandling.maxOutage``: the same, with
+  :data:`OUTAGE_GRACE_S` (runners waiting for a target that is away would otherwise wait
+  out their delivery timeout, minutes past the bound);
 * the members of the commit group changed, or another member claimed one of its partitions;
 * topic discovery, every ``replication[].source.discoveryInterval``, finds a new topic or
   partition.
@@ -37,13 +40,16 @@ from k2k.pipeline.spark import is_local, spark_error_line
 if TYPE_CHECKING:
     from pyspark import SparkContext
 
-__all__ = ["STOP_GRACE_S", "TICK_S", "LeaseJob", "lease_template", "open_channel"]
+__all__ = ["OUTAGE_GRACE_S", "STOP_GRACE_S", "TICK_S", "LeaseJob", "lease_template", "open_channel"]
 
 # The planner's logger: these lines were always the planner's, and operators filter on it.
 log = logging.getLogger("k2k.planner")
 
 #: How long a stop request may take before the lease's Spark job is cancelled outright.
 STOP_GRACE_S = 15.0
+#: The same after an outage outlasted ``errorHandling.maxOutage``: the run is ending, and
+#: only runners whose clusters answer (the source was away) can still commit.
+OUTAGE_GRACE_S = 5.0
 #: How often the driver checks the job, the assignment topic and the display.
 TICK_S = 0.5
 
@@ -139,13 +145,16 @@ class LeaseJob:
         reassigned: Callable[[], bool],
         tick: Callable[[], None],
         topics_changed: Callable[[], bool] | None,
+        outlasted: Callable[[], bool] = lambda: False,
     ) -> list[RunnerSummary]:
         """Run lease ``spec`` over ``groups`` and return the runners' summaries.
 
         While it runs, every :data:`TICK_S`: ``reassigned()`` true ends the lease (once),
+        ``outlasted()`` true (an outage past ``errorHandling.maxOutage``) ends it too,
         ``tick()`` refreshes the display, and every discovery interval ``topics_changed()``
         true ends it. Raises :class:`~k2k.errors.ReplicationError` when a runner task
-        failed; returns no summaries when the job was cancelled after a stop."""
+        failed; returns no summaries when the job was cancelled after a stop or an
+        outage."""
         job_group = f"k2k-{self.pipeline}-lease-{spec.lease_id}"
         outcome = _Outcome()
         sc = self.sc
@@ -160,7 +169,7 @@ class LeaseJob:
 
         thread = threading.Thread(target=job, name=job_group, daemon=True)
         thread.start()
-        cancelled = self._watch(thread, job_group, reassigned, tick, topics_changed)
+        cancelled = self._watch(thread, job_group, reassigned, tick, topics_changed, outlasted)
         if outcome.error is not None:
             if cancelled:
                 return []  # our own cancel after the stop grace: uncommitted work abandoned
@@ -184,10 +193,11 @@ class LeaseJob:
         reassigned: Callable[[], bool],
         tick: Callable[[], None],
         topics_changed: Callable[[], bool] | None,
+        outlasted: Callable[[], bool],
     ) -> bool:
         """Watch the job thread until it ends; returns True when the job was cancelled."""
         next_discovery = time.monotonic() + self.discovery_interval_s
-        stop_seen: float | None = None
+        ending: tuple[float, float] | None = None  # (since, grace) once the lease must end
         handing_over = False
         while thread.is_alive():
             thread.join(TICK_S)
@@ -199,12 +209,16 @@ class LeaseJob:
             except K2KError as exc:
                 log.warning("progress display: %s", exc)
             now = time.monotonic()
-            if self.stop.is_set():
-                stop_seen = stop_seen or now
+            if ending is None and self.stop.is_set():
+                ending = (now, STOP_GRACE_S)
+            elif ending is None and outlasted():
+                log.warning("an outage outlasted errorHandling.maxOutage; ending the lease")
+                ending = (now, OUTAGE_GRACE_S)
+            if ending is not None:
                 self.control.end_lease()
-                if now - stop_seen > STOP_GRACE_S:
+                if now - ending[0] > ending[1]:
                     log.warning(
-                        "runners did not stop within %.0f s; cancelling the lease", STOP_GRACE_S
+                        "runners did not stop within %.0f s; cancelling the lease", ending[1]
                     )
                     self.sc.cancelJobGroup(job_group)
                     thread.join(5)

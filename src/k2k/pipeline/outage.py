@@ -43,11 +43,14 @@ class OutageRider:
         stop: threading.Event,
         down_since: Callable[[], float | None] = lambda: None,
         clock: Callable[[], float] = time.monotonic,
+        describe: Callable[[], str | None] = lambda: None,
     ) -> None:
         """``down_since``: when the probes first found a cluster unreachable (``clock``'s
-        time), so an outage counts from then, not from the lease failure it caused."""
+        time), so an outage counts from then, not from the lease failure it caused;
+        ``describe``: that outage in words, for the error of a lease ended by the bound."""
         self.views = views
         self.down_since = down_since
+        self.describe = describe
         self.max_outage_s = max_outage_s
         self.stop = stop
         self.clock = clock
@@ -69,6 +72,23 @@ class OutageRider:
         self.resumed()
         self.since, self.backoff_s, self.announced = None, FIRST_BACKOFF_S, False
 
+    def outlasted(self) -> bool:
+        """A cluster has not answered the probes for longer than ``errorHandling.maxOutage``
+        (checked while a lease runs: such a lease is ended, see LeaseJob)."""
+        since = self.down_since()
+        return (
+            self.max_outage_s is not None
+            and since is not None
+            and self.clock() - since > self.max_outage_s
+        )
+
+    def lease_ended(self) -> None:
+        """A lease ended without an outage failure: the outage is over, unless a cluster
+        still does not answer past the bound (the lease was ended for it): then give up."""
+        if self.outlasted():
+            self.wait(Unavailable(self.describe() or "a cluster did not answer"))  # raises
+        self.over()
+
     def wait(self, failure: Unavailable) -> None:
         """After a lease failed with ``failure``: wait until both clusters answer (or a stop
         is requested). Raises ``failure``, extended, once the outage is longer than
@@ -76,6 +96,7 @@ class OutageRider:
         if self.since is None:
             self.since = min(self.clock(), self.down_since() or float("inf"))
             self.outages += 1
+            self._give_up_if_too_long(failure)  # no "paused" line for a wait that never starts
             bound = (
                 "as long as it takes"
                 if self.max_outage_s is None

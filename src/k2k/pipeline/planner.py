@@ -154,6 +154,7 @@ class Planner:
                 _seconds(self.cfg.error_handling.max_outage),
                 self._stop,
                 self.watch.reachability.down_since,
+                describe=self.watch.reachability.describe,
             )
             discover = False  # _prepare just discovered, for the first lease
             while not self._stop.is_set():
@@ -164,7 +165,7 @@ class Planner:
                 except Unavailable as exc:
                     outages.wait(exc)  # raises once the outage outlasts maxOutage
                 else:
-                    outages.over()
+                    outages.lease_ended()  # raises when it was ended by maxOutage
                 discover = True
             if self.checkpoints is not None:
                 self.checkpoints.last_pass()
@@ -396,6 +397,7 @@ class Planner:
             reassigned=lambda: membership.changed(members, claims),
             tick=live.tick,
             topics_changed=None if self.until_caught_up else self._check_topics,
+            outlasted=self.outages.outlasted if self.outages is not None else lambda: False,
         )
         membership.release(spec.lease_id, groups, summaries)
         if self.metrics is not None:
