@@ -11,7 +11,7 @@ import pytest
 
 from k2k.errors import Unavailable
 from k2k.kafka.admin import ClusterView
-from k2k.pipeline.outage import OutageRider
+from k2k.pipeline.outage import GaveUp, OutageRider
 
 FAILURE = Unavailable("target cluster unreachable at h:1 while reading progress")
 
@@ -76,29 +76,31 @@ def test_a_stop_request_ends_the_wait():
     OutageRider(away, None, stop).wait(FAILURE)  # returns at once
 
 
-def test_a_lease_ended_past_the_bound_gives_up_naming_the_outage():
+def test_outlasted_names_the_outage_past_the_bound_and_the_run_ends_with_it():
     clock = Clock()
-    since = {"at": None}
-    rider = OutageRider(
-        views(), 20.0, threading.Event(), lambda: since["at"], clock, lambda: "target gone"
-    )
-    assert not rider.outlasted()  # every cluster answers
+    since: dict[str, float | None] = {"at": None}
+    stop = threading.Event()
+    rider = OutageRider(views(), 20.0, stop, lambda: since["at"], clock, lambda: "target gone")
+    assert rider.outlasted() is None  # every cluster answers
     since["at"] = clock.now - 20
-    assert not rider.outlasted()  # down, for exactly the bound
-    rider.lease_ended()  # a lease that ended within the bound: the outage is not yet over
+    assert rider.outlasted() is None  # down for exactly the bound
     since["at"] = clock.now - 26
-    assert rider.outlasted()
-    with pytest.raises(Unavailable) as err:
-        rider.lease_ended()
-    assert str(err.value) == "target gone; gave up after 26 s (errorHandling.maxOutage 20 s)"
+    gave_up = rider.outlasted()
+    assert isinstance(gave_up, GaveUp)
+    assert str(gave_up) == "target gone; gave up after 26 s (errorHandling.maxOutage 20 s)"
+    since["at"] = None  # the cluster answers again: the decision stands
+    with pytest.raises(GaveUp) as err:
+        rider.wait(gave_up)
+    assert err.value is gave_up
+    since["at"] = clock.now - 26
+    stop.set()
+    assert rider.outlasted() is None  # a requested stop ends the run cleanly instead
 
 
 def test_without_a_bound_no_outage_is_outlasted():
     clock = Clock()
     rider = OutageRider(views(), None, threading.Event(), lambda: clock.now - 3600, clock)
-    assert not rider.outlasted()
-    rider.lease_ended()
-    assert rider.since is None
+    assert rider.outlasted() is None
 
 
 def test_no_paused_line_for_a_wait_past_the_bound(caplog):

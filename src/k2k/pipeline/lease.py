@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from k2k.config import PipelineConfig
-from k2k.errors import K2KError, ReplicationError
+from k2k.errors import K2KError, ReplicationError, Unavailable
 from k2k.kafka.factory import consumer_settings, delivery_timeout_s, producer_settings
 from k2k.pipeline.channel import LeaseControl
 from k2k.pipeline.plan import LeaseSpec, RunnerGroup, RunnerSummary
@@ -136,6 +136,8 @@ class LeaseJob:
         self.control = control
         self.stop = stop
         self.discovery_interval_s = discovery_interval_s
+        #: Why the last lease or idle wait was ended for ``errorHandling.maxOutage``.
+        self.gave_up: Unavailable | None = None
 
     def run(
         self,
@@ -145,16 +147,17 @@ class LeaseJob:
         reassigned: Callable[[], bool],
         tick: Callable[[], None],
         topics_changed: Callable[[], bool] | None,
-        outlasted: Callable[[], bool] = lambda: False,
+        outlasted: Callable[[], Unavailable | None] = lambda: None,
     ) -> list[RunnerSummary]:
         """Run lease ``spec`` over ``groups`` and return the runners' summaries.
 
         While it runs, every :data:`TICK_S`: ``reassigned()`` true ends the lease (once),
-        ``outlasted()`` true (an outage past ``errorHandling.maxOutage``) ends it too,
-        ``tick()`` refreshes the display, and every discovery interval ``topics_changed()``
-        true ends it. Raises :class:`~k2k.errors.ReplicationError` when a runner task
-        failed; returns no summaries when the job was cancelled after a stop or an
-        outage."""
+        ``outlasted()`` (an outage past ``errorHandling.maxOutage``: the error to end the
+        run with) ends it too and is kept in :attr:`gave_up`, ``tick()`` refreshes the
+        display, and every discovery interval ``topics_changed()`` true ends it. Raises
+        :class:`~k2k.errors.ReplicationError` when a runner task failed; returns no
+        summaries when the job was cancelled after a stop or an outage."""
+        self.gave_up = None
         job_group = f"k2k-{self.pipeline}-lease-{spec.lease_id}"
         outcome = _Outcome()
         sc = self.sc
@@ -172,18 +175,28 @@ class LeaseJob:
         cancelled = self._watch(thread, job_group, reassigned, tick, topics_changed, outlasted)
         if outcome.error is not None:
             if cancelled:
-                return []  # our own cancel after the stop grace: uncommitted work abandoned
+                return []  # our own cancel after a grace: uncommitted work abandoned
             raise ReplicationError(f"a runner task failed: {spark_error_line(outcome.error)}")
         return list(outcome.result)
 
-    def idle(self, reassigned: Callable[[], bool], tick: Callable[[], None]) -> None:
+    def idle(
+        self,
+        reassigned: Callable[[], bool],
+        tick: Callable[[], None],
+        outlasted: Callable[[], Unavailable | None] = lambda: None,
+    ) -> None:
         """No partitions for this member: wait until the next discovery, a stop request,
-        or ``reassigned()`` (e.g. a member left), calling ``tick()`` meanwhile."""
+        ``reassigned()`` (e.g. a member left), or ``outlasted()`` (kept in :attr:`gave_up`),
+        calling ``tick()`` meanwhile."""
+        self.gave_up = None
         deadline = time.monotonic() + self.discovery_interval_s
         while not self.stop.is_set() and time.monotonic() < deadline:
             self.stop.wait(TICK_S)
             tick()
             if reassigned():
+                return
+            self.gave_up = outlasted()
+            if self.gave_up is not None:
                 return
 
     def _watch(
@@ -193,7 +206,7 @@ class LeaseJob:
         reassigned: Callable[[], bool],
         tick: Callable[[], None],
         topics_changed: Callable[[], bool] | None,
-        outlasted: Callable[[], bool],
+        outlasted: Callable[[], Unavailable | None],
     ) -> bool:
         """Watch the job thread until it ends; returns True when the job was cancelled."""
         next_discovery = time.monotonic() + self.discovery_interval_s
@@ -201,6 +214,8 @@ class LeaseJob:
         handing_over = False
         while thread.is_alive():
             thread.join(TICK_S)
+            if not thread.is_alive():
+                break  # the lease is over: nothing to end or cancel
             if not handing_over and reassigned():
                 handing_over = True
                 self.control.end_lease()
@@ -211,8 +226,9 @@ class LeaseJob:
             now = time.monotonic()
             if ending is None and self.stop.is_set():
                 ending = (now, STOP_GRACE_S)
-            elif ending is None and outlasted():
-                log.warning("an outage outlasted errorHandling.maxOutage; ending the lease")
+            elif ending is None and (gave_up := outlasted()) is not None:
+                self.gave_up = gave_up
+                log.warning("ending the lease: %s", gave_up)
                 ending = (now, OUTAGE_GRACE_S)
             if ending is not None:
                 self.control.end_lease()

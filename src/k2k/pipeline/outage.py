@@ -21,7 +21,7 @@ from k2k.errors import Unavailable
 from k2k.kafka.admin import ClusterView
 from k2k.observability.units import duration_text
 
-__all__ = ["OutageRider"]
+__all__ = ["GaveUp", "OutageRider"]
 
 log = logging.getLogger("k2k.planner")
 
@@ -30,6 +30,11 @@ FIRST_BACKOFF_S = 1.0
 MOST_BACKOFF_S = 30.0
 #: How often the wait looks at the clusters' reachability (probed by ClusterWatch).
 _LOOK_S = 0.5
+
+
+class GaveUp(Unavailable):
+    """An outage outlasted ``errorHandling.maxOutage`` while a lease ran or a member idled:
+    the run ends with it, whatever the probes say afterwards."""
 
 
 class OutageRider:
@@ -72,27 +77,28 @@ class OutageRider:
         self.resumed()
         self.since, self.backoff_s, self.announced = None, FIRST_BACKOFF_S, False
 
-    def outlasted(self) -> bool:
-        """A cluster has not answered the probes for longer than ``errorHandling.maxOutage``
-        (checked while a lease runs: such a lease is ended, see LeaseJob)."""
+    def outlasted(self) -> GaveUp | None:
+        """The error to end the run with when a cluster has not answered the probes for
+        longer than ``errorHandling.maxOutage`` (checked while a lease runs or a member
+        idles, see LeaseJob), None otherwise or once a stop was requested. A snapshot: the
+        planner ends the run with it even if the cluster answers meanwhile."""
         since = self.down_since()
-        return (
-            self.max_outage_s is not None
-            and since is not None
-            and self.clock() - since > self.max_outage_s
+        if self.max_outage_s is None or since is None or self.stop.is_set():
+            return None
+        lasted = self.clock() - since
+        if lasted <= self.max_outage_s:
+            return None
+        return GaveUp(
+            f"{self.describe() or 'a cluster did not answer'}; gave up after "
+            f"{duration_text(lasted)} (errorHandling.maxOutage {duration_text(self.max_outage_s)})"
         )
-
-    def lease_ended(self) -> None:
-        """A lease ended without an outage failure: the outage is over, unless a cluster
-        still does not answer past the bound (the lease was ended for it): then give up."""
-        if self.outlasted():
-            self.wait(Unavailable(self.describe() or "a cluster did not answer"))  # raises
-        self.over()
 
     def wait(self, failure: Unavailable) -> None:
         """After a lease failed with ``failure``: wait until both clusters answer (or a stop
         is requested). Raises ``failure``, extended, once the outage is longer than
         ``errorHandling.maxOutage``."""
+        if isinstance(failure, GaveUp):
+            raise failure  # decided already: the lease was ended for it
         if self.since is None:
             self.since = min(self.clock(), self.down_since() or float("inf"))
             self.outages += 1

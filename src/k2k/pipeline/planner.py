@@ -54,7 +54,7 @@ from k2k.pipeline.heartbeats import HeartbeatEmitter, ensure_heartbeats_topic
 from k2k.pipeline.lease import LeaseJob, lease_template, open_channel
 from k2k.pipeline.mappings import MappingPublisher
 from k2k.pipeline.membership import Membership
-from k2k.pipeline.outage import OutageRider
+from k2k.pipeline.outage import GaveUp, OutageRider
 from k2k.pipeline.plan import LeaseSpec, PartitionRange, RunnerGroup, plan_groups
 from k2k.pipeline.positions import StartPositions
 from k2k.pipeline.spark import spark_context_running, start_spark, stop_spark
@@ -165,7 +165,7 @@ class Planner:
                 except Unavailable as exc:
                     outages.wait(exc)  # raises once the outage outlasts maxOutage
                 else:
-                    outages.lease_ended()  # raises when it was ended by maxOutage
+                    outages.over()
                 discover = True
             if self.checkpoints is not None:
                 self.checkpoints.last_pass()
@@ -364,7 +364,8 @@ class Planner:
                 return
             # The rest is another member's, maybe one that died and is not yet past its
             # grace window: wait for it to finish or for its partitions to be dealt anew.
-            job.idle(lambda: self._replan_now(members, everything), live.tick)
+            job.idle(lambda: self._replan_now(members, everything), live.tick, self._outlasted)
+            self._give_up_if_decided(job)
             return
         slots = self._slots(job)
         groups = membership.claim(self._plan(ranges, slots), self._stop.is_set)
@@ -397,7 +398,7 @@ class Planner:
             reassigned=lambda: membership.changed(members, claims),
             tick=live.tick,
             topics_changed=None if self.until_caught_up else self._check_topics,
-            outlasted=self.outages.outlasted if self.outages is not None else lambda: False,
+            outlasted=self._outlasted,
         )
         membership.release(spec.lease_id, groups, summaries)
         if self.metrics is not None:
@@ -405,6 +406,7 @@ class Planner:
             self.metrics.lease_ended(spec.lease_id, summaries, fencings)
         self.positions.fold(spec.lease_id, summaries, self.stats)
         live.tick()
+        self._give_up_if_decided(job)  # before the runners' own errors: the documented line
         failed = [s for s in summaries if s.error]
         if failed:
             self._check_targets_after_failure()
@@ -424,6 +426,15 @@ class Planner:
             raise (SchemaMappingError if mapping else ReplicationError)(
                 (mapping or failed)[0].error
             )
+
+    def _outlasted(self) -> GaveUp | None:
+        return self.outages.outlasted() if self.outages is not None else None
+
+    def _give_up_if_decided(self, job: LeaseJob) -> None:
+        """End the run when the lease or the idle wait was ended for ``maxOutage`` (unless a
+        stop was requested since: a stop ends the run cleanly)."""
+        if job.gave_up is not None and not self._stop.is_set():
+            raise job.gave_up
 
     def _check_topics(self) -> bool:
         """Runs on: driver, every discovery interval while a lease runs. Syncs topic configs
