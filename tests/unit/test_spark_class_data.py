@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from k2k.pipeline.classdata import ARCHIVE_DIR, KEEP_ARCHIVES, ClassData, class_data, publish
+from k2k.pipeline.classdata import (
+    ARCHIVE_DIR,
+    KEEP_ARCHIVES,
+    ClassData,
+    class_data,
+    publish,
+    release_archives,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -26,6 +33,12 @@ def java_home(tmp_path: Path, monkeypatch) -> Path:
     for name in ("SPARK_CONF_DIR", "JAVA_TOOL_OPTIONS", "SPARK_DRIVER_MEMORY"):
         monkeypatch.delenv(name, raising=False)
     return jdk
+
+
+@pytest.fixture(autouse=True)
+def no_held_archives():
+    yield
+    release_archives()
 
 
 @pytest.fixture
@@ -167,6 +180,23 @@ def _record(settings: dict[str, str], spark_home: Path, home: Path) -> Path:
         data.recording.write_bytes(b"classes")
         publish(data, 0)
     return data.archive
+
+
+def test_an_archive_a_running_process_maps_is_kept(tmp_path, spark_home):
+    mapped = _record({"spark.driver.memory": "1g"}, spark_home, tmp_path)
+    os.utime(mapped, ns=(0, 0))  # the oldest by far
+    release_archives()
+    assert class_data({"spark.driver.memory": "1g"}, spark_home, tmp_path) == ClassData(
+        mapped, None
+    )  # this process's JVM maps it now: held until the process ends
+    os.utime(mapped, ns=(0, 0))
+    for n in range(2, KEEP_ARCHIVES + 3):
+        _record({"spark.driver.memory": f"{n}g"}, spark_home, tmp_path)
+    assert mapped.exists()
+    assert len(list((tmp_path / ARCHIVE_DIR).glob("*.jsa"))) == KEEP_ARCHIVES + 1
+    release_archives()
+    _record({"spark.driver.memory": "99g"}, spark_home, tmp_path)
+    assert not mapped.exists()  # no longer held: the least recently used goes
 
 
 def test_only_the_most_recently_used_archives_are_kept(tmp_path, spark_home):

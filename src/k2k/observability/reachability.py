@@ -60,7 +60,8 @@ class Reachability:
     """The log lines about clusters that do not answer: one when a cluster becomes
     unreachable, one every ``remind_every_s`` while it stays so, one when it is back.
 
-    Pure logic on an injected clock, used from one thread (the watch's)."""
+    Pure logic on an injected clock, written by one thread (the watch's); the planner reads
+    :meth:`down_since` and :meth:`describe` from its own."""
 
     def __init__(
         self,

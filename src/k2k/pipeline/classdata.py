@@ -13,6 +13,7 @@ Runs on: driver, when k2k launches Spark's JVM itself (not under spark-submit).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from k2k.home import k2k_home
 
-__all__ = ["ARCHIVE_DIR", "KEEP_ARCHIVES", "ClassData", "class_data", "publish"]
+__all__ = ["ARCHIVE_DIR", "KEEP_ARCHIVES", "ClassData", "class_data", "publish", "release_archives"]
 
 #: Under ``$K2K_HOME``: the archives, and recordings in progress (dot files).
 ARCHIVE_DIR = "spark-class-data"
@@ -55,8 +56,11 @@ _USERS_OWN = ("-Xshare", "SharedArchiveFile", "ArchiveClassesAtExit", "AutoCreat
 _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 _RECORDING = ".recording"
 #: Archives kept, the most recently used: one per setup an operator runs side by side, while
-#: those of replaced JDKs, Spark installations or settings (about 100 MB each) go.
-KEEP_ARCHIVES = 3
+#: those of replaced JDKs, Spark installations or settings (about 100 MB each) go. An archive
+#: a running JVM maps is never removed (see _hold).
+KEEP_ARCHIVES = 5
+#: This process's shared locks on the archives its JVMs map: path -> open descriptor.
+_HELD: dict[Path, int] = {}
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,7 @@ def class_data(
         _remove_orphans(directory)
     except OSError:
         return None
-    if archive.is_file():
+    if _hold(archive):
         with contextlib.suppress(OSError):
             os.utime(archive)  # its time says when it was last used (see _prune)
         return ClassData(archive, None)
@@ -115,7 +119,7 @@ def publish(data: ClassData, exit_code: int | None) -> None:
                 _sync(data.recording)  # on disk before its name says it is complete
                 os.replace(data.recording, data.archive)
                 _sync(data.archive.parent)
-                _prune(data.archive.parent)
+                _prune(data.archive.parent, data.archive)
         finally:
             data.recording.unlink(missing_ok=True)
 
@@ -176,15 +180,60 @@ def _remove_orphans(directory: Path) -> None:
             path.unlink(missing_ok=True)
 
 
-def _prune(directory: Path) -> None:
-    """Keep the :data:`KEEP_ARCHIVES` most recently used archives. A JVM that maps one being
-    removed keeps it (the file goes with its last mapping); the next start records anew."""
+def _hold(archive: Path) -> bool:
+    """Take a shared lock on ``archive`` for as long as this process lives (its JVM maps
+    the file, which on a shared file system must not vanish under it); False when there is
+    no archive, or it was just removed."""
+    held = _HELD.get(archive)
+    if held is not None:
+        with contextlib.suppress(OSError):
+            if os.fstat(held).st_nlink:
+                return True
+        os.close(held)  # deleted by hand: look again
+        del _HELD[archive]
+    try:
+        fd = os.open(archive, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        if os.fstat(fd).st_nlink == 0:
+            raise FileNotFoundError(archive)  # removed between the open and the lock
+    except OSError:
+        os.close(fd)
+        return False
+    _HELD[archive] = fd
+    return True
+
+
+def release_archives() -> None:
+    """Let go of this process's locks on archives (tests; a process's end does it too)."""
+    for fd in _HELD.values():
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _HELD.clear()
+
+
+def _prune(directory: Path, published: Path) -> None:
+    """Keep the :data:`KEEP_ARCHIVES` most recently used archives, and any archive a running
+    k2k process holds (its JVM maps it), and ``published``."""
     archives = []
     for path in directory.glob("spark-*.jsa"):
         with contextlib.suppress(OSError):
             archives.append((path.stat().st_mtime_ns, path))
     for _, path in sorted(archives, reverse=True)[KEEP_ARCHIVES:]:
-        path.unlink(missing_ok=True)
+        if path != published:
+            with contextlib.suppress(OSError):
+                _remove_unless_held(path)
+
+
+def _remove_unless_held(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError while one is held
+        path.unlink()
+    finally:
+        os.close(fd)
 
 
 def _alive(pid: int) -> bool:
