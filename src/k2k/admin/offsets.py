@@ -54,7 +54,7 @@ from k2k.coordination.claims import lost_claims
 from k2k.errors import ClusterError, ConfigError, K2KError
 from k2k.formats import MemberRecord, ProgressRecord
 from k2k.kafka.admin import ClusterView
-from k2k.kafka.factory import build_producer, producer_settings
+from k2k.kafka.factory import build_producer, producer_settings, ready
 from k2k.kafka.faults import abort_transaction, kafka_error_of
 from k2k.kafka.faults import describe as describe_error
 from k2k.kafka.murmur2 import murmur2_partition
@@ -493,7 +493,7 @@ class _ProgressWriter:
         every one was acknowledged."""
         self.verify_claims()
         settings = producer_settings(self.cfg.target_client("producer"), False)
-        producer = build_producer({**settings, "linger.ms": "0"})
+        producer = ready(build_producer({**settings, "linger.ms": "0"}), self.topic)
         try:
             self._produce(producer, records)
             left = producer.flush(self.timeout_s)

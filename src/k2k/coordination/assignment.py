@@ -57,7 +57,7 @@ from k2k.formats import (
     ReleaseRecord,
     read_assignment,
 )
-from k2k.kafka.factory import build_producer
+from k2k.kafka.factory import build_producer, ready
 from k2k.kafka.faults import describe, failure_kind, kafka_error_of
 from k2k.kafka.murmur2 import murmur2_partition
 from k2k.kafka.tail import SyncTimeout, TopicTail
@@ -317,8 +317,11 @@ class Assignment:
         self.view = AssignmentView(group, member, self.session, int(grace_s * 1000))
         self._producer_conf = dict(producer_conf)
         # Claims must be readable as soon as they are acknowledged: durable, unbatched.
-        self._producer = build_producer(
-            {**producer_conf, "acks": "all", "enable.idempotence": "true", "linger.ms": "0"}
+        self._producer = ready(
+            build_producer(
+                {**producer_conf, "acks": "all", "enable.idempotence": "true", "linger.ms": "0"}
+            ),
+            topic,
         )
         self._tail = TopicTail(
             consumer_conf,
@@ -539,7 +542,7 @@ class Assignment:
 
     def _fence_one(self, txid: str, tps: list[TP]) -> None:
         started = time.monotonic()
-        p = build_producer({**self._producer_conf, "transactional.id": txid})
+        p = ready(build_producer({**self._producer_conf, "transactional.id": txid}), self.topic)
         try:
             p.init_transactions(max(30.0, self._tail.timeout_s))
         except KafkaException as exc:

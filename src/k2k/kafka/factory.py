@@ -9,9 +9,11 @@ picklable: runners build theirs inside the Spark task.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
+from typing import TypeVar
 
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from k2k.kafka.clientlog import CLIENT_LOG
@@ -21,6 +23,7 @@ __all__ = [
     "FETCH_QUEUE_BACKOFF",
     "JAVA_PARTITIONER",
     "PRODUCER_DEFAULTS",
+    "READY_TIMEOUT_S",
     "TRANSACTIONAL_DEFAULTS",
     "ErrorCallback",
     "build_admin",
@@ -29,6 +32,7 @@ __all__ = [
     "consumer_settings",
     "delivery_timeout_s",
     "producer_settings",
+    "ready",
 ]
 
 #: Fetching resumes within a millisecond once the local queue drains below its thresholds:
@@ -175,6 +179,24 @@ def build_producer(conf: Mapping[str, str], on_error: ErrorCallback | None = Non
     """A producer with exactly ``conf`` (see :func:`producer_settings`); librdkafka's log
     lines go through :data:`~k2k.kafka.clientlog.CLIENT_LOG`."""
     return Producer(_with_callbacks(conf, on_error))
+
+
+#: The longest a client's first metadata request may take in :func:`ready`.
+READY_TIMEOUT_S = 5.0
+
+_Client = TypeVar("_Client", Producer, Consumer)
+
+
+def ready(client: _Client, topic: str, timeout_s: float = READY_TIMEOUT_S) -> _Client:
+    """``client``, after a metadata request for ``topic`` (one that exists: a producer's
+    request may create a missing topic). librdkafka otherwise connects at its own pace: an
+    idempotent or transactional producer asks for its producer id only on a 500 ms retry
+    timer, and a consumer's first fetch came 500 ms after ``assign``
+    (docs/benchmarks.md#clients-ready-at-once). A failure is left to the request that
+    follows, which reports it."""
+    with contextlib.suppress(KafkaException):
+        client.list_topics(topic, timeout=timeout_s)
+    return client
 
 
 def _with_callbacks(conf: Mapping[str, str], on_error: ErrorCallback | None) -> dict[str, object]:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
 
 from k2k.errors import ClusterError
-from k2k.kafka.factory import FETCH_QUEUE_BACKOFF, build_consumer
+from k2k.kafka.factory import FETCH_QUEUE_BACKOFF, READY_TIMEOUT_S, build_consumer, ready
 from k2k.kafka.faults import cluster_error, describe, is_unreachable
 
 __all__ = ["SyncTimeout", "TopicTail", "tail_settings"]
@@ -88,6 +88,8 @@ class TopicTail:
             if partitions is None:
                 md = self._consumer.list_topics(topic, timeout=timeout_s)
                 partitions = md.topics[topic].partitions
+            else:
+                ready(self._consumer, topic, min(timeout_s, READY_TIMEOUT_S))
         except KafkaException as exc:
             self._consumer.close()
             raise cluster_error(exc, "target", self.bootstrap, f"reading {topic}") from None

@@ -34,7 +34,7 @@ from confluent_kafka import KafkaException, Producer
 
 from k2k.coordination.claims import lost_claims
 from k2k.errors import K2KError, ReplicationError
-from k2k.kafka.factory import build_producer
+from k2k.kafka.factory import build_producer, ready
 from k2k.metrics.tally import RunTally
 from k2k.pipeline.channel import StopSignal
 from k2k.pipeline.commit import CommitStrategy
@@ -157,7 +157,8 @@ class Runner:
             self.faults.producers = producers
             self._verify_claims()
         else:
-            producers = [build_producer(spec.target_producer, on_error=self.faults.on_client_error)]
+            producer = build_producer(spec.target_producer, on_error=self.faults.on_client_error)
+            producers = [ready(producer, spec.commit_topic)]
             self.faults.producers = producers
         return producers
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from k2k.errors import ReplicationError
-from k2k.kafka.factory import build_consumer
+from k2k.kafka.factory import build_consumer, ready
 from k2k.kafka.faults import Outcome, classify, describe, is_unreachable
 from k2k.pipeline.commit.ledger import TP, Positions
 from k2k.pipeline.plan import PartitionOutcome, PartitionRange
@@ -63,6 +63,7 @@ class SourceReader:
         self._consumer: Consumer | None = None
         if self.assigned:
             self._consumer = build_consumer(consumer_conf, on_error=on_error)
+            ready(self._consumer, self.assigned[0].topic)
             self._consumer.assign(self.assigned)
 
     @property
