@@ -6,7 +6,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from k2k.kafka.factory import CONSUMER_DEFAULTS, consumer_settings, producer_settings
+from confluent_kafka import Producer
+
+from k2k.kafka.factory import CONSUMER_DEFAULTS, consumer_settings, producer_settings, ready
 
 
 def test_source_fetches_are_batched_by_default() -> None:
@@ -72,3 +74,12 @@ def test_executors_import_the_runner_and_the_verify_task_without_the_config_mode
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_ready_returns_the_client_and_leaves_a_failure_to_the_next_request():
+    """Nothing listens on port 1: the metadata request times out quietly; the caller's next
+    request (here a flush) is the one that meets the failure."""
+    producer = Producer({"bootstrap.servers": "127.0.0.1:1", "log_level": 0})
+    assert ready(producer, "any", timeout_s=0.2) is producer
+    producer.produce("any", b"x")
+    assert producer.flush(0.2) == 1  # still queued: no broker
