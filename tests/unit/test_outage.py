@@ -11,7 +11,7 @@ import pytest
 
 from k2k.errors import Unavailable
 from k2k.kafka.admin import ClusterView
-from k2k.pipeline.outage import GaveUp, OutageRider
+from k2k.pipeline.outage import OutageRider
 
 FAILURE = Unavailable("target cluster unreachable at h:1 while reading progress")
 
@@ -86,10 +86,10 @@ def test_outlasted_names_the_outage_past_the_bound_and_the_run_ends_with_it():
     assert rider.outlasted() is None  # down for exactly the bound
     since["at"] = clock.now - 26
     gave_up = rider.outlasted()
-    assert isinstance(gave_up, GaveUp)
+    assert isinstance(gave_up, Unavailable)
     assert str(gave_up) == "target gone; gave up after 26 s (errorHandling.maxOutage 20 s)"
     since["at"] = None  # the cluster answers again: the decision stands
-    with pytest.raises(GaveUp) as err:
+    with pytest.raises(Unavailable) as err:
         rider.wait(gave_up)
     assert err.value is gave_up
     since["at"] = clock.now - 26
@@ -109,3 +109,13 @@ def test_no_paused_line_for_a_wait_past_the_bound(caplog):
     with caplog.at_level(logging.INFO, logger="k2k.planner"), pytest.raises(Unavailable):
         rider.wait(FAILURE)
     assert not [r for r in caplog.records if "replication paused" in r.getMessage()]
+
+
+def test_a_stop_request_ends_the_wait_also_past_the_bound(caplog):
+    clock = Clock()
+    stop = threading.Event()
+    stop.set()
+    rider = OutageRider(views(), 20.0, stop, lambda: clock.now - 50, clock)
+    with caplog.at_level(logging.INFO, logger="k2k.planner"):
+        rider.wait(FAILURE)  # returns: the stop wins over the bound
+    assert not caplog.records

@@ -182,18 +182,18 @@ def build_producer(conf: Mapping[str, str], on_error: ErrorCallback | None = Non
 
 
 #: The longest a client's first metadata request may take in :func:`ready`.
-READY_TIMEOUT_S = 5.0
+READY_TIMEOUT_S = 1.0
 
 _Client = TypeVar("_Client", Producer, Consumer)
 
 
 def ready(client: _Client, topic: str, timeout_s: float = READY_TIMEOUT_S) -> _Client:
-    """``client``, after a metadata request for ``topic`` (one that exists: a producer's
-    request may create a missing topic). librdkafka otherwise connects at its own pace: an
+    """``client``, after a metadata request for ``topic`` (one that exists). librdkafka
+    otherwise connects at its own pace: an
     idempotent or transactional producer asks for its producer id only on a 500 ms retry
     timer, and a consumer's first fetch came 500 ms after ``assign``
     (docs/benchmarks.md#clients-ready-at-once). A failure is left to the request that
-    follows, which reports it."""
+    follows, which reports it; a cluster that does not answer costs up to ``timeout_s``."""
     with contextlib.suppress(KafkaException):
         client.list_topics(topic, timeout=timeout_s)
     return client

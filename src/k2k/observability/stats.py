@@ -93,7 +93,10 @@ class LiveStats:
         Raises :class:`~k2k.errors.K2KError` when the commit topic cannot be read."""
         stats = self.stats
         now = time.monotonic()
-        if stats.ends is None and now >= self._next_latest_refresh and stats.latest:
+        # Not while the source does not answer the probes: the request would block the
+        # driver's watch for the source's connectTimeout (stop and maxOutage checks too).
+        answering = self.source.answering
+        if stats.ends is None and now >= self._next_latest_refresh and stats.latest and answering:
             # Continuous mode: refresh the source's end offsets for the lag shown live.
             self._next_latest_refresh = now + _LAG_REFRESH_S
             try:

@@ -174,8 +174,11 @@ class LeaseJob:
         thread.start()
         cancelled = self._watch(thread, job_group, reassigned, tick, topics_changed, outlasted)
         if outcome.error is not None:
-            if cancelled:
-                return []  # our own cancel after a grace: uncommitted work abandoned
+            if cancelled or self.gave_up is not None:
+                # Our own cancel after a grace, or a failure while ending for maxOutage (the
+                # run ends with that): uncommitted work abandoned.
+                log.debug("lease %d ended: %s", spec.lease_id, spark_error_line(outcome.error))
+                return []
             raise ReplicationError(f"a runner task failed: {spark_error_line(outcome.error)}")
         return list(outcome.result)
 
@@ -232,7 +235,7 @@ class LeaseJob:
                 ending = (now, OUTAGE_GRACE_S)
             if ending is not None:
                 self.control.end_lease()
-                if now - ending[0] > ending[1]:
+                if now - ending[0] > ending[1] and thread.is_alive():
                     log.warning(
                         "runners did not stop within %.0f s; cancelling the lease", ending[1]
                     )

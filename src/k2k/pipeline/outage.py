@@ -21,7 +21,7 @@ from k2k.errors import Unavailable
 from k2k.kafka.admin import ClusterView
 from k2k.observability.units import duration_text
 
-__all__ = ["GaveUp", "OutageRider"]
+__all__ = ["OutageRider"]
 
 log = logging.getLogger("k2k.planner")
 
@@ -30,11 +30,6 @@ FIRST_BACKOFF_S = 1.0
 MOST_BACKOFF_S = 30.0
 #: How often the wait looks at the clusters' reachability (probed by ClusterWatch).
 _LOOK_S = 0.5
-
-
-class GaveUp(Unavailable):
-    """An outage outlasted ``errorHandling.maxOutage`` while a lease ran or a member idled:
-    the run ends with it, whatever the probes say afterwards."""
 
 
 class OutageRider:
@@ -64,6 +59,9 @@ class OutageRider:
         self.announced = False  # "replicating again" was said for the current outage
         #: Outages ridden out so far (each counted once, when it began).
         self.outages = 0
+        #: The error :meth:`outlasted` last returned: the run ends with it, whatever the
+        #: probes say afterwards.
+        self.decided: Unavailable | None = None
 
     def resumed(self) -> None:
         """A lease started during an outage: say so once. The outage still counts (a
@@ -77,7 +75,7 @@ class OutageRider:
         self.resumed()
         self.since, self.backoff_s, self.announced = None, FIRST_BACKOFF_S, False
 
-    def outlasted(self) -> GaveUp | None:
+    def outlasted(self) -> Unavailable | None:
         """The error to end the run with when a cluster has not answered the probes for
         longer than ``errorHandling.maxOutage`` (checked while a lease runs or a member
         idles, see LeaseJob), None otherwise or once a stop was requested. A snapshot: the
@@ -88,17 +86,20 @@ class OutageRider:
         lasted = self.clock() - since
         if lasted <= self.max_outage_s:
             return None
-        return GaveUp(
+        self.decided = Unavailable(
             f"{self.describe() or 'a cluster did not answer'}; gave up after "
             f"{duration_text(lasted)} (errorHandling.maxOutage {duration_text(self.max_outage_s)})"
         )
+        return self.decided
 
     def wait(self, failure: Unavailable) -> None:
         """After a lease failed with ``failure``: wait until both clusters answer (or a stop
         is requested). Raises ``failure``, extended, once the outage is longer than
         ``errorHandling.maxOutage``."""
-        if isinstance(failure, GaveUp):
+        if failure is self.decided:
             raise failure  # decided already: the lease was ended for it
+        if self.stop.is_set():
+            return  # a requested stop ends the run cleanly, also past the bound
         if self.since is None:
             self.since = min(self.clock(), self.down_since() or float("inf"))
             self.outages += 1

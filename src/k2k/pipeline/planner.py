@@ -54,7 +54,7 @@ from k2k.pipeline.heartbeats import HeartbeatEmitter, ensure_heartbeats_topic
 from k2k.pipeline.lease import LeaseJob, lease_template, open_channel
 from k2k.pipeline.mappings import MappingPublisher
 from k2k.pipeline.membership import Membership
-from k2k.pipeline.outage import GaveUp, OutageRider
+from k2k.pipeline.outage import OutageRider
 from k2k.pipeline.plan import LeaseSpec, PartitionRange, RunnerGroup, plan_groups
 from k2k.pipeline.positions import StartPositions
 from k2k.pipeline.spark import spark_context_running, start_spark, stop_spark
@@ -427,7 +427,7 @@ class Planner:
                 (mapping or failed)[0].error
             )
 
-    def _outlasted(self) -> GaveUp | None:
+    def _outlasted(self) -> Unavailable | None:
         return self.outages.outlasted() if self.outages is not None else None
 
     def _give_up_if_decided(self, job: LeaseJob) -> None:
