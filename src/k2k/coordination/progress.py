@@ -13,7 +13,7 @@ lands in the same partition); a tombstone (null value) removes the key.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Literal
 
 from confluent_kafka import Message
@@ -69,8 +69,15 @@ class ProgressStore:
 
     def load(self) -> dict[tuple[str, int], ProgressRecord]:
         """Read the commit topic to its end; bounded by ``coordination.commit.syncTimeout``."""
+        return self.load_unless(lambda: False) or {}
+
+    def load_unless(
+        self, abort: Callable[[], bool]
+    ) -> dict[tuple[str, int], ProgressRecord] | None:
+        """:meth:`load`, or None when ``abort()`` became true first."""
         try:
-            self._tail.catch_up(self._apply)
+            if not self._tail.catch_up(self._apply, abort=abort):
+                return None
         except SyncTimeout as exc:
             self._sync_timed_out(exc)
         self._fresh.clear()

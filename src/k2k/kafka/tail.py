@@ -97,9 +97,15 @@ class TopicTail:
         self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in self.partitions])
         self._next: dict[int, int] = dict.fromkeys(self.partitions, 0)
 
-    def catch_up(self, handle: Handler, timeout_s: float | None = None) -> None:
+    def catch_up(
+        self,
+        handle: Handler,
+        timeout_s: float | None = None,
+        abort: Callable[[], bool] | None = None,
+    ) -> bool:
         """Pass every record up to the end offsets measured now to ``handle``, in log order
-        per partition; raises :class:`SyncTimeout` naming the partitions not read in time."""
+        per partition; raises :class:`SyncTimeout` naming the partitions not read in time.
+        Returns False when ``abort()`` became true first (checked every 0.1 s)."""
         timeout = self.timeout_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + timeout
         try:
@@ -113,6 +119,8 @@ class TopicTail:
             raise cluster_error(exc, "target", self.bootstrap, f"reading {self.topic}") from None
         remaining = {p for p in self.partitions if self._next[p] < ends[p]}
         while remaining:
+            if abort is not None and abort():
+                return False
             left = deadline - time.monotonic()
             if left <= 0:
                 raise SyncTimeout(
@@ -123,6 +131,7 @@ class TopicTail:
             for m in self._consumer.consume(10_000, min(left, 0.1)):
                 self._take(m, handle)
             remaining = {p for p in remaining if self._next[p] < ends[p]}
+        return True
 
     def poll(self, handle: Handler) -> None:
         """Pass the records that arrived since the last call (non-blocking)."""

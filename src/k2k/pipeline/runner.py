@@ -113,7 +113,11 @@ class Runner:
         with contextlib.ExitStack() as closing:
             try:
                 producers = self._own()
-                ranges = self.ledger.load(list(self.group.ranges))
+                stop = StopSignal(spec.control, self._frames if self.tally else None)
+                closing.callback(stop.close)
+                ranges = self.ledger.load(list(self.group.ranges), abort=stop.is_set)
+                if ranges is None:
+                    return  # the lease ended before its progress could be read: nothing copied
                 source = SourceReader(
                     spec.source_consumer,
                     ranges,
@@ -127,8 +131,6 @@ class Runner:
                     return
                 strategy = self._strategy(producers, len(source.assigned))
                 closing.callback(strategy.close)
-                stop = StopSignal(spec.control, self._frames if self.tally else None)
-                closing.callback(stop.close)
                 self._copy(source, strategy, stop)
             except (KafkaException, SystemError) as exc:
                 # A fatal client error (e.g. the gapless guarantee, or a fenced transactional

@@ -14,7 +14,7 @@ Invariants:
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
 from confluent_kafka import KafkaError, Message, Producer
@@ -65,9 +65,13 @@ class ProgressLedger:
 
     # -- start ---------------------------------------------------------------------------
 
-    def load(self, ranges: list[PartitionRange]) -> list[PartitionRange]:
+    def load(
+        self, ranges: list[PartitionRange], abort: Callable[[], bool] | None = None
+    ) -> list[PartitionRange] | None:
         """The ranges, starting at the committed progress read now (after any predecessor
-        was fenced), not at what the planner read earlier."""
+        was fenced), not at what the planner read earlier; None when ``abort()`` (the lease
+        ended) came first: a dead member's open transaction, not fenced by this lease, may
+        hold the read until its transaction timeout, longer than the sync timeout."""
         spec = self.spec
         if not ranges or not spec.control_consumer:
             return ranges
@@ -84,9 +88,11 @@ class ProgressLedger:
             past_open_transactions=True,
         )
         try:
-            latest = store.load()
+            latest = store.load_unless(abort or (lambda: False))
         finally:
             store.close()
+        if latest is None:
+            return None
         return [self._resume(r, latest.get((r.topic, r.partition))) for r in ranges]
 
     def _resume(self, r: PartitionRange, rec: ProgressRecord | None) -> PartitionRange:
