@@ -189,11 +189,11 @@ _Client = TypeVar("_Client", Producer, Consumer)
 
 def ready(client: _Client, topic: str, timeout_s: float = READY_TIMEOUT_S) -> _Client:
     """``client``, after a metadata request for ``topic`` (one that exists). librdkafka
-    otherwise connects at its own pace: an
-    idempotent or transactional producer asks for its producer id only on a 500 ms retry
-    timer, and a consumer's first fetch came 500 ms after ``assign``
-    (docs/benchmarks.md#clients-ready-at-once). A failure is left to the request that
-    follows, which reports it; a cluster that does not answer costs up to ``timeout_s``."""
+    otherwise connects at its own pace: an idempotent or transactional producer asks for
+    its producer id only on a 500 ms retry timer, and a consumer's first fetch came 500 ms
+    after ``assign`` (docs/benchmarks.md#clients-ready-at-once). A failure is left to the
+    request that follows, which reports it; a cluster that does not answer costs up to
+    ``timeout_s``."""
     with contextlib.suppress(KafkaException):
         client.list_topics(topic, timeout=timeout_s)
     return client
