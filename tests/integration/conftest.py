@@ -37,17 +37,25 @@ def spark():
     stop_spark(session)
 
 
-@pytest.fixture
-def own_target(tmp_path_factory):
-    """A target cluster of the test's own, so that stopping it disturbs no other test."""
-    cluster = LocalCluster(
-        "outage-target", free_port(), tmp_path_factory.mktemp("outage"), owner_pid=os.getpid()
-    )
+def _own_cluster(name: str, tmp_path_factory):
+    cluster = LocalCluster(name, free_port(), tmp_path_factory.mktemp(name), owner_pid=os.getpid())
     cluster.start(timeout=120)
     try:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture
+def own_target(tmp_path_factory):
+    """A target cluster of the test's own, so that stopping it disturbs no other test."""
+    yield from _own_cluster("outage-target", tmp_path_factory)
+
+
+@pytest.fixture
+def own_source(tmp_path_factory):
+    """A source cluster of the test's own, so that stopping it disturbs no other test."""
+    yield from _own_cluster("outage-source", tmp_path_factory)
 
 
 def pipeline_dict(clusters, name: str, topic: Any, **sections: Any) -> dict[str, Any]:

@@ -37,15 +37,24 @@ def _records(first: int, count: int) -> list:
 
 
 def _seeded(
-    clusters, target_bootstrap: str, topic_name, label: str, **sections
+    clusters,
+    target_bootstrap: str,
+    topic_name,
+    label: str,
+    *,
+    source_bootstrap: str | None = None,
+    **sections,
 ) -> tuple[str, str, dict]:
-    """A topic with one batch of records on the source, and a pipeline from it to the
-    cluster at ``target_bootstrap``: (topic, pipeline name, pipeline document)."""
+    """A topic with one batch of records on the source (``source_bootstrap``, by default
+    the shared source), and a pipeline from it to the cluster at ``target_bootstrap``:
+    (topic, pipeline name, pipeline document)."""
+    source = source_bootstrap or clusters.source
     t = topic_name(label)
     name = topic_name(f"p{label}")
-    create_topic(clusters.source, t, PARTITIONS)
-    produce(clusters.source, t, _records(0, PER_BATCH))
+    create_topic(source, t, PARTITIONS)
+    produce(source, t, _records(0, PER_BATCH))
     doc = pipeline_dict(clusters, name, [t], **sections)
+    doc["source"]["kafka"]["common"]["bootstrap.servers"] = source
     doc["target"]["kafka"]["common"]["bootstrap.servers"] = target_bootstrap
     return t, name, doc
 
@@ -238,3 +247,51 @@ def test_max_outage_bounds_the_wait_with_a_one_line_error(
         assert [r.content() for r in dst[p]] == [r.content() for r in src[p]][
             : PER_BATCH // PARTITIONS
         ]
+
+
+def test_max_outage_bounds_a_source_outage_and_keeps_what_was_copied(
+    clusters, own_source, tmp_path, topic_name
+):
+    """``errorHandling.maxOutage: 20 seconds`` with the *source* stopped, exactly-once: the
+    target still answers, so the ended lease's runners close their transactions and return
+    within the grace; the run exits 1 with one line naming the source, soon after the bound;
+    the target holds every record copied before the outage exactly once, and progress says
+    so."""
+    source, target = own_source.bootstrap, clusters.target
+    t, name, doc = _seeded(
+        clusters,
+        target,
+        topic_name,
+        "src-bounded",
+        source_bootstrap=source,
+        errorHandling={"maxOutage": "20 seconds"},
+        features={"exactlyOnce": "enabled"},
+    )
+    proc, _ = _running(tmp_path, doc, target)
+    src = read_all(source, t)  # read while the source still answers
+    try:
+        own_source.stop()
+        stopped = time.monotonic()
+        code = proc.proc.wait(300)
+        took = time.monotonic() - stopped
+    finally:
+        if proc.proc.poll() is None:
+            proc.kill()
+    out = proc.output()
+    assert code == 1, out[-3000:]
+    errors = [ln for ln in out.splitlines() if ln.startswith("error: ")]
+    assert len(errors) == 1, out[-3000:]
+    assert re.fullmatch(
+        rf"error: source cluster unreachable at {re.escape(source)}: .*; gave up after \d+ s "
+        r"\(errorHandling\.maxOutage 20 s\)",
+        errors[0],
+    ), errors[0]
+    assert "ending the lease: source cluster unreachable" in out, out[-3000:]
+    assert took < 45, (took, out[-3000:])
+    assert "Traceback" not in out
+    dst = read_all(target, t)
+    for p in range(PARTITIONS):
+        assert [r.content() for r in dst[p]] == [r.content() for r in src[p]], p
+    assert committed_progress(target, doc["coordination"]["commit"]["topic"], name) == {
+        (t, p): len(src[p]) for p in range(PARTITIONS)
+    }
