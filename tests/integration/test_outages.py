@@ -200,20 +200,13 @@ def test_exactly_once_rides_out_a_target_outage_longer_than_the_transaction_time
 def test_max_outage_bounds_the_wait_with_a_one_line_error(
     clusters, own_target, tmp_path, topic_name, mode
 ):
-    """``errorHandling.maxOutage: 20 seconds``: a target that stays down ends the run with
+    """``errorHandling.maxOutage: 10 seconds``: a target that stays down ends the run with
     exit 1 and one line naming the setting, soon after the bound (not after the runners'
     delivery timeout: 60 s here); what was committed stays, and nothing else is on the
     target."""
     target = own_target.bootstrap
     eos = {"features": {"exactlyOnce": "enabled"}} if mode == "exactly-once" else {}
-    t, name, doc = _seeded(
-        clusters,
-        target,
-        topic_name,
-        "bounded",
-        errorHandling={"maxOutage": "20 seconds"},
-        **eos,
-    )
+    t, name, doc = _seeded(clusters, target, topic_name, "bounded", **_BOUNDED, **eos)
     proc, _ = _running(tmp_path, doc, target)
     try:
         own_target.stop()
@@ -224,20 +217,7 @@ def test_max_outage_bounds_the_wait_with_a_one_line_error(
     finally:
         if proc.proc.poll() is None:
             proc.kill()
-    out = proc.output()
-    assert code == 1, out[-3000:]
-    errors = [ln for ln in out.splitlines() if ln.startswith("error: ")]
-    assert len(errors) == 1, out[-3000:]
-    assert re.fullmatch(
-        rf"error: target cluster unreachable at {re.escape(target)}: .*; gave up after \d+ s "
-        r"\(errorHandling\.maxOutage 20 s\)",
-        errors[0],
-    ), errors[0]
-    assert "ending the lease: target cluster unreachable" in out, out[-3000:]
-    # The bound, counted from the first unanswered probe (sent up to 5 s after the stop),
-    # the runners' grace (5 s) and the way out; not the delivery timeout (60 s here).
-    assert took < 45, (took, out[-3000:])
-    assert "Traceback" not in out
+    _assert_gave_up(proc.output(), code, took, f"target cluster unreachable at {target}")
     own_target.start(timeout=120)
     assert committed_progress(target, doc["coordination"]["commit"]["topic"], name) == {
         (t, p): PER_BATCH // PARTITIONS for p in range(PARTITIONS)
@@ -252,7 +232,7 @@ def test_max_outage_bounds_the_wait_with_a_one_line_error(
 def test_max_outage_bounds_a_source_outage_and_keeps_what_was_copied(
     clusters, own_source, tmp_path, topic_name
 ):
-    """``errorHandling.maxOutage: 20 seconds`` with the *source* stopped, exactly-once: the
+    """``errorHandling.maxOutage: 10 seconds`` with the *source* stopped, exactly-once: the
     target still answers, so the ended lease's runners close their transactions and return
     within the grace; the run exits 1 with one line naming the source, soon after the bound;
     the target holds every record copied before the outage exactly once, and progress says
@@ -264,8 +244,8 @@ def test_max_outage_bounds_a_source_outage_and_keeps_what_was_copied(
         topic_name,
         "src-bounded",
         source_bootstrap=source,
-        errorHandling={"maxOutage": "20 seconds"},
         features={"exactlyOnce": "enabled"},
+        **_BOUNDED,
     )
     proc, _ = _running(tmp_path, doc, target)
     src = read_all(source, t)  # read while the source still answers
@@ -277,21 +257,36 @@ def test_max_outage_bounds_a_source_outage_and_keeps_what_was_copied(
     finally:
         if proc.proc.poll() is None:
             proc.kill()
-    out = proc.output()
-    assert code == 1, out[-3000:]
-    errors = [ln for ln in out.splitlines() if ln.startswith("error: ")]
-    assert len(errors) == 1, out[-3000:]
-    assert re.fullmatch(
-        rf"error: source cluster unreachable at {re.escape(source)}: .*; gave up after \d+ s "
-        r"\(errorHandling\.maxOutage 20 s\)",
-        errors[0],
-    ), errors[0]
-    assert "ending the lease: source cluster unreachable" in out, out[-3000:]
-    assert took < 45, (took, out[-3000:])
-    assert "Traceback" not in out
+    _assert_gave_up(proc.output(), code, took, f"source cluster unreachable at {source}")
     dst = read_all(target, t)
     for p in range(PARTITIONS):
         assert [r.content() for r in dst[p]] == [r.content() for r in src[p]], p
     assert committed_progress(target, doc["coordination"]["commit"]["topic"], name) == {
         (t, p): len(src[p]) for p in range(PARTITIONS)
     }
+
+
+#: The maxOutage tests' bound, and a connectTimeout that judges an unanswered probe soon.
+_BOUNDED: dict = {
+    "errorHandling": {"maxOutage": "10 seconds"},
+    "source": {"connectTimeout": "5 seconds"},
+    "target": {"connectTimeout": "5 seconds"},
+}
+
+
+def _assert_gave_up(out: str, code: int, took: float, outage: str) -> None:
+    """A run that gave up on ``outage`` (``<cluster> cluster unreachable at HOST:PORT``):
+    exit 1, the lease ended, one error line naming the bound, soon after it."""
+    assert code == 1, out[-3000:]
+    errors = [ln for ln in out.splitlines() if ln.startswith("error: ")]
+    assert len(errors) == 1, out[-3000:]
+    assert re.fullmatch(
+        rf"error: {re.escape(outage)}: .*; gave up after \d+ s \(errorHandling\.maxOutage 10 s\)",
+        errors[0],
+    ), errors[0]
+    assert f"ending the lease: {outage}" in out, out[-3000:]
+    # The first unanswered probe (sent up to 5 s after the stop, judged after the 5 s
+    # connectTimeout), the bound counted from it, the runners' grace (5 s) and the way out;
+    # not the delivery timeout (60 s here).
+    assert took < 40, (took, out[-3000:])
+    assert "Traceback" not in out
