@@ -18,7 +18,7 @@ produce, which is why the callbacks are placed so sparingly.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaException, Message, Producer
@@ -156,18 +156,20 @@ class RecordCopier:
         adds = tracing is not None or plan.marker is not None
         each, first_cb, last_cb, acks, run = self._callbacks(plan, msgs, first, end, ack)
         produce = producer.produce
-        last = end - 1
-        size = 0
         headers: Any  # a list: the stub also allows a dict, which consumed records never hold
         records = msgs[first:end]
-        keys: Iterable[bytes | None]
-        values: Iterable[bytes | None]
+        keys: list[bytes | None]
+        values: list[bytes | None]
         # A transform (schema mapping) rewrites the whole run first: one call per run.
         if transform is None:
-            keys, values = map(Message.key, records), map(Message.value, records)
+            keys, values = list(map(Message.key, records)), list(map(Message.value, records))
         else:
             keys, values = transform(records)
-        for k, m, key, value in zip(range(first, end), records, keys, values, strict=True):
+        # Each record's callback, laid out per run: the loop then only reads it.
+        callbacks = [each] * (end - first)
+        callbacks[0] = first_cb
+        callbacks[-1] = last_cb
+        for m, key, value, cb in zip(records, keys, values, callbacks, strict=True):
             headers = m.headers() if keep_headers else None
             if adds:
                 headers = headers if headers is not None else []
@@ -180,7 +182,6 @@ class RecordCopier:
                 ts = m.timestamp()[1]
                 if ts < 0:
                     ts = 0
-            cb = last_cb if k == last else (first_cb if k == first else each)
             try:
                 produce(target, value, key, target_part, cb, None, ts, headers)
             except BufferError:
@@ -192,10 +193,8 @@ class RecordCopier:
                     raise self.on_produce_error(m, exc) from None
             except KafkaException as exc:
                 raise self.on_produce_error(m, exc) from None
-            if value is not None:
-                size += len(value)
-            if key is not None:
-                size += len(key)
+        # Key and value bytes per run, summed in C (None data counts nothing).
+        size = sum(map(len, filter(None, keys))) + sum(map(len, filter(None, values)))
         self._account(size, run)
         return acks
 
