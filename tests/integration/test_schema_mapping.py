@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import socket
 import threading
@@ -305,11 +306,12 @@ def test_per_topic_rules_and_the_fail_policy_for_non_wire_format_records(
 
 @pytest.mark.parametrize("mode", ["at-least-once", "exactly-once"])
 def test_source_registry_down_fails_naming_subject_and_id_and_writes_nothing_wrong(
-    clusters, spark, registries, tmp_path_factory, tmp_path, topic_name, group_name, mode
+    clusters, spark, registries, tmp_path_factory, tmp_path, topic_name, group_name, mode, caplog
 ):
     """Run 1 maps schema A; the source registry then stops; run 2 starts with a record of
-    schema B (registered while the registry was up), retries for retryTimeout and fails
-    naming it. The target holds run 1's records, rewritten, and nothing of run 2."""
+    schema B (registered while the registry was up): its start warns that the registry does
+    not answer, and its runner retries for retryTimeout and fails naming the record. The
+    target holds run 1's records, rewritten, and nothing of run 2."""
     own = start_registry(
         "own-source",
         tmp_path_factory.mktemp("own"),
@@ -343,10 +345,16 @@ def test_source_registry_down_fails_naming_subject_and_id_and_writes_nothing_wro
         own.stop()
         produce(clusters.source, topic, [(0, b"kb", b_value, [], BASE_TS), first[0], first[1]])
         # The planner reports a runner's SchemaMappingError as such, with its message.
-        with pytest.raises(SchemaMappingError) as failure:
+        with (
+            caplog.at_level(logging.WARNING, "k2k.schemamapping"),
+            pytest.raises(SchemaMappingError) as failure,
+        ):
             run_until_caught_up(spark, tmp_path, doc)
     finally:
         own.stop()
+    warned = [r.getMessage() for r in caplog.records if r.name == "k2k.schemamapping"]
+    assert len(warned) == 1 and warned[0].startswith("source.registry.config: source registry ")
+    assert "did not answer" in warned[0], warned
     message = str(failure.value)
     assert f"{topic}[0]@10 (value): subject 'dr.{topic}-value', source schema id {b_id}" in (
         message
@@ -572,6 +580,26 @@ def test_target_incompatibility_fails_naming_subject_and_id_and_writes_nothing(
         )
         or mode == "exactly-once"
     )  # EOS: an aborted batch may occupy offsets, never readable
+
+
+def test_a_registry_url_that_is_not_the_confluent_api_stops_the_start_with_one_line(
+    clusters, registries, tmp_path, topic_name, group_name
+):
+    """The target's ``schema.registry.url`` lacks Apicurio's Confluent API path: ``k2k
+    start`` checks both registries before it reads a record and stops with exit 1 and one
+    line naming the connection and what to check (not after a record met the registry)."""
+    topic = topic_name("wrongurl")
+    create_topic(clusters.source, topic, 1)
+    produce(clusters.source, topic, _avro_records(registries, topic, _people(3)))
+    wrong = registries.target.removesuffix("/apis/ccompat/v7")
+    doc = mapping_doc(clusters, Registries(registries.source, wrong), group_name(), [topic])
+    result = k2k_cli("start", "--until-caught-up", "-f", str(write_pipeline(tmp_path, doc)))
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: target.registry.config: target registry {wrong} answered without the schema "
+        "types (HTTP 404); is schema.registry.url the registry's Confluent-compatible API?"
+    )
+    assert "starting Spark" not in result.stderr  # stopped before any record was read
 
 
 class _Switch:

@@ -19,7 +19,12 @@ from k2k.schemamapping.mapper import (
     record_name,
     subject_for,
 )
-from k2k.schemamapping.registry import RegistryEndpoint, SchemaRecord
+from k2k.schemamapping.registry import (
+    RegistryClient,
+    RegistryEndpoint,
+    RegistryFailure,
+    SchemaRecord,
+)
 from tests.config.conftest import pipeline
 
 
@@ -115,6 +120,24 @@ def test_registry_credentials_never_show():
     assert endpoint.user_info == "u:pw123" and "pw123" not in repr(endpoint)
     url_auth = RegistryEndpoint.from_config("source", cfg.source.registry, 1, 1)
     assert "urlpw" not in url_auth.shown() and "urlpw" not in repr(url_auth)
+
+
+@pytest.mark.parametrize("url", ["u:s3cret@sr:8081", "htps://u:s3cret@sr:8081"])
+def test_a_malformed_url_never_shows_its_credentials(url):
+    with pytest.raises(ConfigError) as failure:
+        build(source={"registry": {"config": {"schema.registry.url": url}}})
+    text = str(failure.value)
+    assert "s3cret" not in text and "u:" not in text
+    assert "schema.registry.url: not an http(s) URL, got '" in text and "******@sr:8081" in text
+
+
+def test_unreadable_tls_files_fail_as_a_registry_failure_naming_the_connection(tmp_path):
+    missing = RegistryEndpoint("target", ("https://t:8081",), ca_location=str(tmp_path / "ca.pem"))
+    with pytest.raises(RegistryFailure) as failure:
+        RegistryClient(missing)
+    text = str(failure.value)
+    assert text.startswith("target registry https://t:8081: cannot set up TLS from the CA, ")
+    assert "target.registry.config" in text and "No such file" in text and "\n" not in text
 
 
 def test_exactly_once_bounds_the_registry_retry_window():

@@ -27,7 +27,7 @@ from k2k.config.durations import format_duration
 from k2k.config.errors import Problem, describe, problems_error, suggest_key
 from k2k.config.fields import Duration, Flag, scalar_text
 from k2k.config.hints import FieldDoc
-from k2k.config.secrets import is_secret_key, reveal
+from k2k.config.secrets import is_secret_key, mask_url_user, reveal
 
 __all__ = [
     "REGISTRY_PROPERTIES",
@@ -94,7 +94,8 @@ def _property_problems(props: Mapping[str, str | SecretStr]) -> list[Problem]:
         if url.strip() and not re.match(r"https?://[^/\s]+", url.strip()):
             what = "not an http(s) URL"
             expected = "e.g. http://registry:8081 (several: comma-separated)"
-            problems.append((("schema.registry.url",), describe(what, got=url, expected=expected)))
+            got = mask_url_user(url.strip())
+            problems.append((("schema.registry.url",), describe(what, got=got, expected=expected)))
     source = reveal(props.get("basic.auth.credentials.source", "USER_INFO")).upper()
     if source not in ("USER_INFO", "URL"):
         problems.append(
@@ -134,8 +135,11 @@ class RegistryConnection(K2KModel):
     config: RegistryProperties = Field(
         default_factory=dict,
         description="Registry client properties: `schema.registry.url` (required with "
-        "`features.schemaMapping`), `basic.auth.credentials.source`, `basic.auth.user.info`, "
-        "`schema.registry.ssl.{ca,certificate,key}.location`, `schema.registry.ssl.key.password`, "
+        "`features.schemaMapping`), `basic.auth.credentials.source`, `basic.auth.user.info` "
+        "(or `schema.registry.basic.auth.user.info`), "
+        "`schema.registry.ssl.{ca,certificate,key}.location` (PEM files; "
+        "`schema.registry.ssl.truststore.location` with `truststore.type: PEM` is read as the "
+        "CA file), `schema.registry.ssl.key.password`, "
         "`schema.registry.ssl.endpoint.identification.algorithm`. Secrets are masked.",
     )
 
@@ -232,11 +236,15 @@ class SchemaMappingRule(K2KModel):
 class SchemaMapping(K2KModel):
     """Schema-id rewriting between the source and target registries (docs/schema-mapping.md)."""
 
-    topics: list[SchemaMappingRule] = Field(
+    topics: Annotated[
+        list[SchemaMappingRule],
+        FieldDoc("list of rules", "a list of rules, each {pattern, key, value}"),
+    ] = Field(
         default_factory=list,
-        description="Per-topic rules `{pattern, key, value}`; the first rule whose pattern "
-        "matches the source topic decides, a topic no rule matches gets both facets (omitted "
-        "`key`/`value` in a rule are enabled).",
+        description="Per-topic rules, each `{pattern, key, value}`: `pattern` a regular "
+        "expression matched against the whole source topic name (required), `key` and `value` "
+        "`enabled` (default) or `disabled`. The first rule whose pattern matches the source "
+        "topic decides; a topic no rule matches gets both facets.",
     )
     subject_name_strategy: SubjectNameStrategies = Field(
         default_factory=SubjectNameStrategies,

@@ -58,6 +58,7 @@ from k2k.pipeline.outage import OutageRider
 from k2k.pipeline.plan import LeaseSpec, PartitionRange, RunnerGroup, plan_groups
 from k2k.pipeline.positions import StartPositions
 from k2k.pipeline.spark import spark_context_running, start_spark, stop_spark
+from k2k.schemamapping import check_registries
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -245,6 +246,9 @@ class Planner:
             commit_partitions, assignment_partitions, mapping_partitions = ensure_control_topics(
                 cfg, self.discovery.target
             )
+        if cfg.features.schema_mapping:
+            log.info("checking the source and target schema registries")
+            check_registries(cfg)
         self.watch.start()  # both answered: from now on an outage is reported (and when it ends)
         self._start_mm2_emitters()
         log.info("joining commit group %s", cfg.commit_group)

@@ -11,18 +11,28 @@ facets are mapped.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from k2k.errors import SchemaMappingError
 from k2k.schemamapping.mapper import SchemaIdRewrite, SchemaMapper
-from k2k.schemamapping.registry import RegistryEndpoint
+from k2k.schemamapping.registry import (
+    RegistryClient,
+    RegistryEndpoint,
+    RegistryFailure,
+    RegistryUnavailable,
+)
 
 if TYPE_CHECKING:
     from k2k.config import PipelineConfig
 
+log = logging.getLogger("k2k.schemamapping")
+
 __all__ = [
     "SchemaIdRewrite",
     "SchemaMapper",
+    "check_registries",
     "registry_endpoints",
     "schema_mapper",
     "schema_transforms",
@@ -37,6 +47,26 @@ def registry_endpoints(cfg: PipelineConfig) -> tuple[RegistryEndpoint, RegistryE
         RegistryEndpoint.from_config("source", cfg.source.registry, request_s, retry_s),
         RegistryEndpoint.from_config("target", cfg.target.registry, request_s, retry_s),
     )
+
+
+def check_registries(cfg: PipelineConfig) -> None:
+    """Runs on: driver, at start. A wrong setting (TLS files that do not load here,
+    credentials refused, a URL that is not the Confluent API) raises one line naming the
+    connection before any record is read. A registry that does not answer only warns: it
+    may be back before a record needs it, and a record that does waits as at any time
+    (``retryTimeout``, then the one-line error naming subject and id)."""
+    for endpoint in registry_endpoints(cfg):
+        try:
+            RegistryClient(endpoint).check()
+        except RegistryUnavailable as exc:
+            log.warning(
+                "%s.registry.config: %s; records that need it will wait up to "
+                "schemaMapping.retryTimeout for it",
+                endpoint.cluster,
+                exc,
+            )
+        except RegistryFailure as exc:
+            raise SchemaMappingError(f"{endpoint.cluster}.registry.config: {exc}") from None
 
 
 def schema_mapper(cfg: PipelineConfig) -> SchemaMapper:

@@ -38,6 +38,7 @@ from k2k.schemamapping.registry import (
     RegistryClient,
     RegistryEndpoint,
     RegistryFailure,
+    RegistryRefused,
     SchemaRecord,
 )
 
@@ -205,15 +206,32 @@ class SchemaMapper:
         for name, subject, version in refs:
             target_version = versions.get((subject, version))
             if target_version is None:
-                schema = self._client("source").version(subject, version)
-                nested = self._target_refs(schema.references, depth + 1)
-                target = self._client("target")
-                target.register(subject, schema, nested)
-                target_version = target.lookup_version(subject, schema, nested)
+                try:
+                    target_version = self._target_version(subject, version, depth)
+                except RegistryFailure as exc:
+                    where = f"reference {name!r} (subject {subject!r} version {version})"
+                    raise _within(exc, where) from None
                 versions[(subject, version)] = target_version
                 self.registered += 1
             out.append((name, subject, target_version))
         return tuple(out)
+
+    def _target_version(self, subject: str, version: int, depth: int) -> int:
+        """The target's version of the source's ``subject`` ``version``, registered there."""
+        schema = self._client("source").version(subject, version)
+        nested = self._target_refs(schema.references, depth + 1)
+        target = self._client("target")
+        target.register(subject, schema, nested)
+        return target.lookup_version(subject, schema, nested)
+
+
+def _within(exc: RegistryFailure, where: str) -> RegistryFailure:
+    """``exc`` (same class) with ``where`` before its message: a failure in a reference
+    names the reference's subject, not only the record's."""
+    text = f"{where}: {exc}"
+    if isinstance(exc, RegistryRefused):
+        return RegistryRefused(text, exc.status, exc.code)
+    return type(exc)(text)
 
 
 class _PrefixTable(dict[bytes, bytes]):

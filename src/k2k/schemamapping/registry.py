@@ -145,13 +145,25 @@ class RegistryEndpoint:
 
     def shown(self) -> str:
         """The registry for messages: cluster and URLs without any user:password."""
-        return f"{self.cluster} registry " + ",".join(_without_user(u) for u in self.urls)
+        return f"{self.cluster} registry " + ",".join(_shown(u) for u in self.urls)
 
 
 def _without_user(url: str) -> str:
+    """``url`` without user info, to send requests to."""
     parts = urllib.parse.urlsplit(url)
     host = parts.netloc.rsplit("@", 1)[-1]
     return urllib.parse.urlunsplit(parts._replace(netloc=host))
+
+
+def _shown(url: str) -> str:
+    """``url`` for messages: nothing before its last ``@`` survives, also where a password
+    holding ``/`` would fool the URL parser.
+
+    >>> _shown("https://u:p/w@sr:8081/apis"), _shown("http://sr:8081")
+    ('https://sr:8081/apis', 'http://sr:8081')
+    """
+    scheme, sep, rest = url.partition("://")
+    return f"{scheme}{sep}{rest.rsplit('@', 1)[-1]}" if sep else url.rsplit("@", 1)[-1]
 
 
 class RegistryClient:
@@ -164,12 +176,12 @@ class RegistryClient:
 
     def schema_by_id(self, schema_id: int) -> SchemaRecord:
         """``GET /schemas/ids/{id}``."""
-        return SchemaRecord.from_json(self._call("GET", f"/schemas/ids/{schema_id}"))
+        return self._schema(self._call("GET", f"/schemas/ids/{schema_id}"))
 
     def version(self, subject: str, version: int) -> SchemaRecord:
         """``GET /subjects/{subject}/versions/{version}`` (a reference's schema)."""
         path = f"/subjects/{_quote(subject)}/versions/{version}"
-        return SchemaRecord.from_json(self._call("GET", path))
+        return self._schema(self._call("GET", path))
 
     def register(
         self, subject: str, schema: SchemaRecord, refs: tuple[tuple[str, str, int], ...]
@@ -177,7 +189,7 @@ class RegistryClient:
         """``POST /subjects/{subject}/versions``: the id of ``schema`` under ``subject``,
         registering it when new."""
         path = f"/subjects/{_quote(subject)}/versions"
-        return int(self._call("POST", path, schema.to_json(refs))["id"])
+        return self._number(self._call("POST", path, schema.to_json(refs)), "id")
 
     def lookup_version(
         self, subject: str, schema: SchemaRecord, refs: tuple[tuple[str, str, int], ...]
@@ -185,9 +197,47 @@ class RegistryClient:
         """``POST /subjects/{subject}``: the version of a registered ``schema`` under
         ``subject`` (references point at subject versions, not ids)."""
         path = f"/subjects/{_quote(subject)}"
-        return int(self._call("POST", path, schema.to_json(refs))["version"])
+        return self._number(self._call("POST", path, schema.to_json(refs)), "version")
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    def check(self) -> None:
+        """A start-up check, one ``GET /schemas/types`` over the URLs and no retry: raises
+        :class:`RegistryUnavailable` when no URL answered, and another
+        :class:`RegistryFailure` when one answered but the settings are wrong (credentials,
+        a URL that is not the Confluent API)."""
+        try:
+            answer = self._once("GET", "/schemas/types", None)
+        except _Retry as exc:
+            raise RegistryUnavailable(f"{self.endpoint.shown()} did not answer ({exc})") from None
+        except RegistryRefused as exc:
+            if exc.status == 404:
+                raise self._malformed(None, "the schema types (HTTP 404)") from None
+            raise
+        if not isinstance(answer, list):
+            raise self._malformed(answer, "a list of schema types")
+
+    def _number(self, answer: Any, name: str) -> int:
+        try:
+            return int(answer[name])
+        except (KeyError, TypeError, ValueError, IndexError):
+            raise self._malformed(answer, f"a number {name!r}") from None
+
+    def _schema(self, answer: Any) -> SchemaRecord:
+        try:
+            return SchemaRecord.from_json(answer)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise self._malformed(answer, "a schema") from None
+
+    def _malformed(self, answer: Any, expected: str) -> RegistryFailure:
+        """An answer that is not what the Confluent API returns (a wrong URL, or a proxy)."""
+        shape = ""
+        if isinstance(answer, dict):
+            shape = f" (fields: {', '.join(sorted(map(str, answer))) or 'none'})"
+        return RegistryFailure(
+            f"{self.endpoint.shown()} answered without {expected}{shape}; is "
+            "schema.registry.url the registry's Confluent-compatible API?"
+        )
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         """One API call, retried per the module's policy over every URL."""
         deadline = time.monotonic() + self.endpoint.retry_timeout_s
         backoff = _FIRST_BACKOFF_S
@@ -205,7 +255,7 @@ class RegistryClient:
             time.sleep(min(backoff, remaining))
             backoff = min(backoff * 2, _MAX_BACKOFF_S)
 
-    def _once(self, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
+    def _once(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
         """One attempt, starting at the URL that answered last; raises :class:`_Retry` when
         no URL answered."""
         urls = self.endpoint.urls
@@ -221,9 +271,8 @@ class RegistryClient:
             return answer
         raise _Retry(failure)
 
-    def _request(
-        self, base: str, method: str, path: str, body: dict[str, Any] | None
-    ) -> dict[str, Any]:
+    def _request(self, base: str, method: str, path: str, body: dict[str, Any] | None) -> Any:
+        """One request to one URL: the answer's JSON."""
         parts = urllib.parse.urlsplit(base)
         headers = {"Accept": _CONTENT_TYPE, "Content-Type": _CONTENT_TYPE}
         user_info = self.endpoint.user_info
@@ -238,7 +287,7 @@ class RegistryClient:
             with urllib.request.urlopen(
                 request, timeout=self.endpoint.request_timeout_s, context=self._context
             ) as response:
-                return dict(json.loads(response.read() or b"{}"))
+                raw = response.read()
         except urllib.error.HTTPError as exc:
             status, code, message = exc.code, *_error_body(exc)
             if status >= 500 or status in _RETRIED_STATUS:
@@ -252,16 +301,28 @@ class RegistryClient:
             ) from None
         except (urllib.error.URLError, OSError, ValueError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise _Retry(f"{method} {_without_user(base)}: {reason}") from None
+            raise _Retry(f"{method} {_shown(base)}: {reason}") from None
+        try:
+            return json.loads(raw or b"{}")
+        except ValueError:
+            raise self._malformed(None, "JSON") from None
 
     def _ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS context of ``https`` URLs; unreadable files fail as a registry failure
+        (the files are read where the client runs: on an executor, they must exist there)."""
         ep = self.endpoint
         if not any(u.lower().startswith("https:") for u in ep.urls):
             return None
-        context = ssl.create_default_context(cafile=ep.ca_location)
-        context.check_hostname = ep.check_hostname
-        if ep.cert_location:
-            context.load_cert_chain(ep.cert_location, ep.key_location, ep.key_password)
+        try:
+            context = ssl.create_default_context(cafile=ep.ca_location)
+            context.check_hostname = ep.check_hostname
+            if ep.cert_location:
+                context.load_cert_chain(ep.cert_location, ep.key_location, ep.key_password)
+        except (OSError, ssl.SSLError) as exc:  # SSLError is an OSError; named for the reader
+            raise RegistryFailure(
+                f"{ep.shown()}: cannot set up TLS from the CA, certificate or key file in "
+                f"{ep.cluster}.registry.config: {exc}"
+            ) from None
         return context
 
 
