@@ -208,15 +208,8 @@ def test_max_outage_bounds_the_wait_with_a_one_line_error(
     eos = {"features": {"exactlyOnce": "enabled"}} if mode == "exactly-once" else {}
     t, name, doc = _seeded(clusters, target, topic_name, "bounded", **_BOUNDED, **eos)
     proc, _ = _running(tmp_path, doc, target)
-    try:
-        own_target.stop()
-        stopped = time.monotonic()
-        produce(clusters.source, t, _records(PER_BATCH, PER_BATCH))
-        code = proc.proc.wait(300)
-        took = time.monotonic() - stopped
-    finally:
-        if proc.proc.poll() is None:
-            proc.kill()
+    more = _records(PER_BATCH, PER_BATCH)
+    code, took = _exit_after_stopping(proc, own_target, lambda: produce(clusters.source, t, more))
     _assert_gave_up(proc.output(), code, took, f"target cluster unreachable at {target}")
     own_target.start(timeout=120)
     assert committed_progress(target, doc["coordination"]["commit"]["topic"], name) == {
@@ -249,14 +242,7 @@ def test_max_outage_bounds_a_source_outage_and_keeps_what_was_copied(
     )
     proc, _ = _running(tmp_path, doc, target)
     src = read_all(source, t)  # read while the source still answers
-    try:
-        own_source.stop()
-        stopped = time.monotonic()
-        code = proc.proc.wait(300)
-        took = time.monotonic() - stopped
-    finally:
-        if proc.proc.poll() is None:
-            proc.kill()
+    code, took = _exit_after_stopping(proc, own_source)
     _assert_gave_up(proc.output(), code, took, f"source cluster unreachable at {source}")
     dst = read_all(target, t)
     for p in range(PARTITIONS):
@@ -266,12 +252,31 @@ def test_max_outage_bounds_a_source_outage_and_keeps_what_was_copied(
     }
 
 
-#: The maxOutage tests' bound, and a connectTimeout that judges an unanswered probe soon.
+#: The maxOutage tests' bound, a connectTimeout that judges an unanswered probe soon, and
+#: one lease for the whole test (a lease ending during the outage gives up elsewhere).
 _BOUNDED: dict = {
     "errorHandling": {"maxOutage": "10 seconds"},
     "source": {"connectTimeout": "5 seconds"},
     "target": {"connectTimeout": "5 seconds"},
+    "spark": {"leaseDuration": "30 minutes"},
 }
+
+
+def _exit_after_stopping(
+    proc: K2KProcess, cluster, then: Callable[[], None] | None = None
+) -> tuple[int, float]:
+    """Stop ``cluster`` (then call ``then``) and wait for ``proc`` to exit: its exit code and
+    the seconds from the stop to the exit. ``proc`` is killed if it does not exit."""
+    try:
+        cluster.stop()
+        stopped = time.monotonic()
+        if then is not None:
+            then()
+        code = proc.proc.wait(300)
+        return code, time.monotonic() - stopped
+    finally:
+        if proc.proc.poll() is None:
+            proc.kill()
 
 
 def _assert_gave_up(out: str, code: int, took: float, outage: str) -> None:
@@ -285,8 +290,8 @@ def _assert_gave_up(out: str, code: int, took: float, outage: str) -> None:
         errors[0],
     ), errors[0]
     assert f"ending the lease: {outage}" in out, out[-3000:]
-    # The first unanswered probe (sent up to 5 s after the stop, judged after the 5 s
-    # connectTimeout), the bound counted from it, the runners' grace (5 s) and the way out;
-    # not the delivery timeout (60 s here).
+    # The first unanswered probe (sent up to 5 s after the stop), the bound counted from
+    # its sending, the runners' grace (5 s) and the way out: about 25 s; not the runners'
+    # delivery timeout (60 s here).
     assert took < 40, (took, out[-3000:])
     assert "Traceback" not in out

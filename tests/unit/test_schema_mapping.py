@@ -23,6 +23,7 @@ from k2k.schemamapping.registry import (
     RegistryClient,
     RegistryEndpoint,
     RegistryFailure,
+    RegistryUnavailable,
     SchemaRecord,
 )
 from tests.config.conftest import pipeline
@@ -122,13 +123,23 @@ def test_registry_credentials_never_show():
     assert "urlpw" not in url_auth.shown() and "urlpw" not in repr(url_auth)
 
 
-@pytest.mark.parametrize("url", ["u:s3cret@sr:8081", "htps://u:s3cret@sr:8081"])
-def test_a_malformed_url_never_shows_its_credentials(url):
+@pytest.mark.parametrize(
+    ("config", "problem"),
+    [
+        ({"schema.registry.url": "u:s3cret@sr:8081"}, "url: not an http(s) URL"),
+        ({"schema.registry.url": "htps://u:s3cret@sr:8081"}, "url: not an http(s) URL"),
+        ({"schema.registry.url": "https://u:s3/cret@sr:8081"}, "url: user:password with an"),
+        ({"schema.registry.url": "https://u:s3?cret@sr"}, "url: user:password with an"),
+        ({"schema.registry.url": ["http://u:s3cret@sr"]}, "url: wrong type"),
+        ("http://u:s3cret@sr", "config: wrong type"),
+    ],
+)
+def test_a_url_with_credentials_never_shows_in_an_error(config, problem):
     with pytest.raises(ConfigError) as failure:
-        build(source={"registry": {"config": {"schema.registry.url": url}}})
+        build(source={"registry": {"config": config}})
     text = str(failure.value)
-    assert "s3cret" not in text and "u:" not in text
-    assert "schema.registry.url: not an http(s) URL, got '" in text and "******@sr:8081" in text
+    assert "s3" not in text and "cret" not in text and "u:" not in text, text
+    assert problem in text and "******" in text, text
 
 
 def test_unreadable_tls_files_fail_as_a_registry_failure_naming_the_connection(tmp_path):
@@ -198,6 +209,15 @@ def test_unreachable_registry_fails_naming_subject_and_id_after_retries():
     assert "orders[0]@5 (value): subject 'dr.orders-value', source schema id 42" in text
     assert "did not answer" in text and "\n" not in text
     assert rewrite.table("value") == {}  # nothing cached: the next attempt asks again
+
+
+def test_a_reference_that_cannot_be_resolved_is_named_in_the_error():
+    schema = SchemaRecord('{"type":"record","name":"P","fields":[]}', "AVRO", (("a", "A", 1),))
+    with pytest.raises(RegistryUnavailable) as failure:  # the class survives the prefix
+        _mapper().target_id(5, "dr.orders-value", schema)
+    assert str(failure.value).startswith(
+        "reference 'a' (subject 'A' version 1): source registry http://127.0.0.1:9 did not answer"
+    )
 
 
 def test_pickled_transforms_share_their_mapper_and_carry_no_cache():

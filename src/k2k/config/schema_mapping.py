@@ -62,7 +62,11 @@ def _registry_properties(value: Any) -> dict[str, str | SecretStr]:
         return {}
     if not isinstance(value, Mapping):
         expected = "a mapping of schema registry client properties (schema.registry.url ...)"
-        raise problems_error([((), describe("wrong type", got=value, expected=expected))])
+        # Any text holding "@" may be a URL with user:password in it: never shown.
+        hidden = "@" in str(value)
+        raise problems_error(
+            [((), describe("wrong type", got=value, expected=expected, secret=hidden))]
+        )
     props: dict[str, str | SecretStr] = {}
     problems: list[Problem] = []
     for key, item in value.items():
@@ -72,8 +76,9 @@ def _registry_properties(value: Any) -> dict[str, str | SecretStr]:
             problems.append(((str(key),), suggest_key(str(key), REGISTRY_PROPERTIES)))
         elif text is None:
             expected = "a string, number or boolean"
+            hidden = secret or "@" in str(item)
             problems.append(
-                ((key,), describe("wrong type", got=item, expected=expected, secret=secret))
+                ((key,), describe("wrong type", got=item, expected=expected, secret=hidden))
             )
         else:
             # A URL may carry user:password (basic.auth.credentials.source: URL).
@@ -90,11 +95,18 @@ def _property_problems(props: Mapping[str, str | SecretStr]) -> list[Problem]:
         if all(key in props for key in spellings):
             what = f"the same setting as {spellings[0]!r}, given twice"
             problems.append(((spellings[1],), describe(what, expected="one spelling")))
-    for url in reveal(props.get("schema.registry.url", "")).split(","):
-        if url.strip() and not re.match(r"https?://[^/\s]+", url.strip()):
+    for url in map(str.strip, reveal(props.get("schema.registry.url", "")).split(",")):
+        if url and not re.match(r"https?://[^/\s]+", url):
             what = "not an http(s) URL"
             expected = "e.g. http://registry:8081 (several: comma-separated)"
-            got = mask_url_user(url.strip())
+            got = mask_url_user(url)
+            problems.append((("schema.registry.url",), describe(what, got=got, expected=expected)))
+        elif "@" in re.sub(r"^[^/?#]*", "", url.partition("://")[2]):
+            # An unencoded / ? or # in user:password ends the host early: the URL parser
+            # would then take part of the password for a host or port.
+            what = "user:password with an unencoded '/', '?' or '#' (or '@' in the path)"
+            expected = "user info percent-encoded (%2F, %3F, %23, %40)"
+            got = mask_url_user(url)
             problems.append((("schema.registry.url",), describe(what, got=got, expected=expected)))
     source = reveal(props.get("basic.auth.credentials.source", "USER_INFO")).upper()
     if source not in ("USER_INFO", "URL"):

@@ -68,6 +68,11 @@ class _NameError(RegistryFailure):
     """The schema has no record name a record-name strategy could use."""
 
 
+class _TooDeep(RegistryFailure):
+    """References nest deeper than :data:`_MAX_REFERENCE_DEPTH` (a cycle, most likely); not
+    prefixed with every reference on the way, which would make a line of dozens."""
+
+
 def record_name(schema: SchemaRecord) -> str:
     """The full record name of a schema, for the record-name strategies.
 
@@ -200,7 +205,7 @@ class SchemaMapper:
         if not refs:
             return ()
         if depth > _MAX_REFERENCE_DEPTH:
-            raise RegistryFailure(f"schema references nest deeper than {_MAX_REFERENCE_DEPTH}")
+            raise _TooDeep(f"schema references nest deeper than {_MAX_REFERENCE_DEPTH}")
         out = []
         versions = self.cache.versions
         for name, subject, version in refs:
@@ -228,6 +233,8 @@ class SchemaMapper:
 def _within(exc: RegistryFailure, where: str) -> RegistryFailure:
     """``exc`` (same class) with ``where`` before its message: a failure in a reference
     names the reference's subject, not only the record's."""
+    if isinstance(exc, _TooDeep):
+        return exc
     text = f"{where}: {exc}"
     if isinstance(exc, RegistryRefused):
         return RegistryRefused(text, exc.status, exc.code)

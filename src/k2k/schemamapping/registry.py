@@ -16,6 +16,7 @@ Failures are classified once (STYLE 8):
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import ssl
 import time
@@ -259,17 +260,20 @@ class RegistryClient:
         """One attempt, starting at the URL that answered last; raises :class:`_Retry` when
         no URL answered."""
         urls = self.endpoint.urls
-        failure = "no URL"
+        failures: list[_Retry] = []
         for step in range(len(urls)):
             index = (self._url + step) % len(urls)
             try:
                 answer = self._request(urls[index], method, path, body)
             except _Retry as exc:
-                failure = str(exc)
+                failures.append(exc)
                 continue
             self._url = index
             return answer
-        raise _Retry(failure)
+        if failures and all(isinstance(f, _TlsRefused) for f in failures):
+            # A certificate that does not verify, or https to a plain port: no retry helps.
+            raise RegistryFailure(str(failures[-1]))
+        raise failures[-1] if failures else _Retry("no URL")
 
     def _request(self, base: str, method: str, path: str, body: dict[str, Any] | None) -> Any:
         """One request to one URL: the answer's JSON."""
@@ -300,8 +304,13 @@ class RegistryClient:
                 code,
             ) from None
         except (urllib.error.URLError, OSError, ValueError) as exc:
-            reason = getattr(exc, "reason", exc)
+            reason = exc if isinstance(exc, ssl.SSLError) else getattr(exc, "reason", exc)
+            if isinstance(reason, ssl.SSLError):
+                raise _TlsRefused(f"{method} {_shown(base)}: TLS failed: {reason}") from None
             raise _Retry(f"{method} {_shown(base)}: {reason}") from None
+        except http.client.HTTPException as exc:
+            # Only the class: its text may quote the URL (and a password in it).
+            raise _Retry(f"{method} {_shown(base)}: {type(exc).__name__}") from None
         try:
             return json.loads(raw or b"{}")
         except ValueError:
@@ -328,6 +337,10 @@ class RegistryClient:
 
 class _Retry(RegistryFailure):
     """A transient failure of one attempt."""
+
+
+class _TlsRefused(_Retry):
+    """A TLS handshake that failed: another URL may answer, but retrying this one will not."""
 
 
 def _quote(subject: str) -> str:
