@@ -1,7 +1,8 @@
-"""A small client of the Confluent Schema Registry API: the four calls schema mapping needs.
+"""A small client of the Confluent Schema Registry API: the calls schema mapping needs.
 
 Runs on: executor (one per runner task, inside :class:`~k2k.schemamapping.mapper.SchemaMapper`),
-and never per record: only when a schema id is seen for the first time. Plain ``urllib``: four
+and never per record: only when a schema id is seen for the first time; and on the driver
+once at start (:meth:`RegistryClient.check`). Plain ``urllib``: a few
 JSON calls need no HTTP library, and executors need no extra package.
 
 Failures are classified once (STYLE 8):
@@ -10,7 +11,11 @@ Failures are classified once (STYLE 8):
   exponential backoff (0.2 s doubling up to 5 s) until ``retry_timeout_s`` has passed, then
   :class:`RegistryUnavailable`;
 * **fail** — any other HTTP error (404 not found, 409 incompatible, 401/403, 422 invalid):
-  :class:`RegistryRefused` at once, with the registry's own message.
+  :class:`RegistryRefused` at once, with the registry's own message; a TLS handshake that
+  fails on every URL, TLS files that do not load, and answers that are not the Confluent
+  API's: :class:`RegistryFailure` at once.
+
+:meth:`RegistryClient.check` is the driver's start-up call (one attempt, no retry).
 """
 
 from __future__ import annotations
