@@ -16,16 +16,17 @@ SRC = Path(k2k.__file__).parent
 ALLOWED = {
     "errors": set(),
     "home": set(),
+    "redact": set(),
     "formats": {"errors"},
     "stages": set(),
     "kafka": {"errors"},
-    "config": {"errors", "stages", "kafka"},
+    "config": {"errors", "redact", "stages", "kafka"},
     "coordination": {"errors", "formats", "kafka"},
     "observability": {"errors", "kafka", "coordination"},
     "offsetmapping": {"errors", "formats", "kafka", "coordination"},
     "controltopics": {"errors", "config", "kafka", "coordination"},
     # Schema mapping: the registry client and the per-topic transform the runners apply.
-    "schemamapping": {"errors", "config"},
+    "schemamapping": {"errors", "redact", "config"},
     # Below the pipeline: runners feed it through the observer, the planner through stats.
     "metrics": {"errors", "formats", "kafka", "config", "controltopics"},
     "admin": {"errors", "formats", "stages", "config", "kafka", "coordination", "controltopics"},

@@ -27,7 +27,8 @@ from k2k.config.durations import format_duration
 from k2k.config.errors import Problem, describe, problems_error, suggest_key
 from k2k.config.fields import Duration, Flag, scalar_text
 from k2k.config.hints import FieldDoc
-from k2k.config.secrets import is_secret_key, mask_url_user, reveal
+from k2k.config.secrets import MASK, is_secret_key, reveal
+from k2k.redact import url_without_user
 
 __all__ = [
     "REGISTRY_PROPERTIES",
@@ -99,14 +100,14 @@ def _property_problems(props: Mapping[str, str | SecretStr]) -> list[Problem]:
         if url and not re.match(r"https?://[^/\s]+", url):
             what = "not an http(s) URL"
             expected = "e.g. http://registry:8081 (several: comma-separated)"
-            got = mask_url_user(url)
+            got = url_without_user(url, mark=f"{MASK}@")
             problems.append((("schema.registry.url",), describe(what, got=got, expected=expected)))
         elif "@" in re.sub(r"^[^/?#]*", "", url.partition("://")[2]):
             # An unencoded / ? or # in user:password ends the host early: the URL parser
             # would then take part of the password for a host or port.
             what = "user:password with an unencoded '/', '?' or '#' (or '@' in the path)"
             expected = "user info percent-encoded (%2F, %3F, %23, %40)"
-            got = mask_url_user(url)
+            got = url_without_user(url, mark=f"{MASK}@")
             problems.append((("schema.registry.url",), describe(what, got=got, expected=expected)))
     source = reveal(props.get("basic.auth.credentials.source", "USER_INFO")).upper()
     if source not in ("USER_INFO", "URL"):

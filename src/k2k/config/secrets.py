@@ -14,13 +14,12 @@ token endpoint URL) since showing a secret is worse than hiding a harmless value
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from pydantic import SecretStr
 
-__all__ = ["MASK", "hide_secrets", "is_secret_key", "mask_tree", "mask_url_user", "reveal"]
+__all__ = ["MASK", "hide_secrets", "is_secret_key", "mask_tree", "reveal"]
 
 MASK = "******"
 
@@ -67,19 +66,6 @@ def mask_tree(data: Any, key: object = None) -> Any:
     if is_secret_key(key) and data is not None:
         return MASK
     return data
-
-
-_URL_USER = re.compile(r"^([A-Za-z][\w+.-]*://)?.*@")
-
-
-def mask_url_user(url: str) -> str:
-    """``url`` fit for display: everything before its last ``@`` (after any scheme) is
-    :data:`MASK`, also when the URL is malformed (a password may hold ``/`` or ``:``).
-
-    >>> mask_url_user("https://u:p/w@sr:8081"), mask_url_user("u:pw@sr"), mask_url_user("http://sr")
-    ('https://******@sr:8081', '******@sr', 'http://sr')
-    """
-    return _URL_USER.sub(lambda m: f"{m.group(1) or ''}{MASK}@", url, count=1)
 
 
 def reveal(value: str | SecretStr) -> str:

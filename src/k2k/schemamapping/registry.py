@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from k2k.errors import K2KError
+from k2k.redact import url_without_user
 
 if TYPE_CHECKING:  # executors import this module; the config model (pydantic) is the driver's
     from k2k.config.schema_mapping import RegistryConnection
@@ -151,7 +152,7 @@ class RegistryEndpoint:
 
     def shown(self) -> str:
         """The registry for messages: cluster and URLs without any user:password."""
-        return f"{self.cluster} registry " + ",".join(_shown(u) for u in self.urls)
+        return f"{self.cluster} registry " + ",".join(url_without_user(u) for u in self.urls)
 
 
 def _without_user(url: str) -> str:
@@ -159,17 +160,6 @@ def _without_user(url: str) -> str:
     parts = urllib.parse.urlsplit(url)
     host = parts.netloc.rsplit("@", 1)[-1]
     return urllib.parse.urlunsplit(parts._replace(netloc=host))
-
-
-def _shown(url: str) -> str:
-    """``url`` for messages: nothing before its last ``@`` survives, also where a password
-    holding ``/`` would fool the URL parser.
-
-    >>> _shown("https://u:p/w@sr:8081/apis"), _shown("http://sr:8081")
-    ('https://sr:8081/apis', 'http://sr:8081')
-    """
-    scheme, sep, rest = url.partition("://")
-    return f"{scheme}{sep}{rest.rsplit('@', 1)[-1]}" if sep else url.rsplit("@", 1)[-1]
 
 
 class RegistryClient:
@@ -311,11 +301,13 @@ class RegistryClient:
         except (urllib.error.URLError, OSError, ValueError) as exc:
             reason = exc if isinstance(exc, ssl.SSLError) else getattr(exc, "reason", exc)
             if isinstance(reason, ssl.SSLError):
-                raise _TlsRefused(f"{method} {_shown(base)}: TLS failed: {reason}") from None
-            raise _Retry(f"{method} {_shown(base)}: {reason}") from None
+                raise _TlsRefused(
+                    f"{method} {url_without_user(base)}: TLS failed: {reason}"
+                ) from None
+            raise _Retry(f"{method} {url_without_user(base)}: {reason}") from None
         except http.client.HTTPException as exc:
             # Only the class: its text may quote the URL (and a password in it).
-            raise _Retry(f"{method} {_shown(base)}: {type(exc).__name__}") from None
+            raise _Retry(f"{method} {url_without_user(base)}: {type(exc).__name__}") from None
         try:
             return json.loads(raw or b"{}")
         except ValueError:
