@@ -334,7 +334,7 @@ class Assignment:
         #: The first failed write (heartbeat or claim) since the last claims were written.
         self.write_error: ClusterError | None = None
         self._claims = 0
-        self._beating = threading.Event()
+        self._beats_stopped = threading.Event()
         self._beats: threading.Thread | None = None
 
     @property
@@ -364,7 +364,6 @@ class Assignment:
         self.heartbeat()
         self._producer.flush(self._tail.timeout_s)
         if self._beats is None:
-            self._beating.set()
             self._beats = threading.Thread(target=self._beat, name="k2k-heartbeat", daemon=True)
             self._beats.start()
         try:
@@ -449,13 +448,12 @@ class Assignment:
     def _beat(self) -> None:
         """Heartbeats from their own thread: a planner busy planning, fencing or waiting on
         Spark must not look dead. Only a frozen or dead process stops them."""
-        while self._beating.is_set():
-            time.sleep(self.heartbeat_s)
-            if self._beating.is_set():
-                self.heartbeat()
+        while not self._beats_stopped.wait(self.heartbeat_s):
+            self.heartbeat()
 
     def _stop_beating(self) -> None:
-        self._beating.clear()
+        """At once: a stopping process must not wait out a heartbeat interval."""
+        self._beats_stopped.set()
         if self._beats is not None:
             self._beats.join(self.heartbeat_s + 1)
 
