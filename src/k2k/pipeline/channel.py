@@ -42,6 +42,8 @@ _MAX_FRAME_BYTES = 8 << 20
 _GONE_AFTER_S = 0.5
 #: No answer at all for this long (an unreachable driver host): the driver is gone.
 _SILENT_AFTER_S = 30.0
+#: How often the driver's server looks for its own shutdown (closing waits for it).
+_SERVE_POLL_S = 0.1
 
 
 class LeaseControl:
@@ -88,7 +90,9 @@ class LeaseControl:
             ) from exc
         self.host = host
         self.port: int = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(_SERVE_POLL_S,), daemon=True
+        )
         self._thread.start()
 
     @property
