@@ -35,6 +35,7 @@ from k2k.pipeline.planner import Planner
 from k2k.verify.job import VerifyReport, run_verify
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
 __all__ = [
@@ -61,7 +62,7 @@ class Replicator:
     back at once; never give two running replicators one name. ``standby``: take no
     partitions while another (non-standby) member is alive. ``telemetry``: export metrics
     through OpenTelemetry, chosen by the ``OTEL_*`` variables (docs/metrics.md).
-    ``spark``: a session of yours to run the leases on, left running at the end; without
+    ``spark``: a session (or SparkContext) of yours to run the leases on, left running at the end; without
     one, the replicator joins the SparkContext this process runs (and leaves it running),
     or starts a session from the pipeline's ``spark`` section and stops it when the run
     returns. The executors of a session you pass need k2k importable (docs/spark.md).
@@ -88,7 +89,7 @@ class Replicator:
         instance: str | None = None,
         standby: bool = False,
         telemetry: bool = False,
-        spark: SparkSession | None = None,
+        spark: SparkSession | SparkContext | None = None,
         on_progress: Callable[[PipelineStats], None] | None = None,
     ) -> None:
         problem = None if instance is None else member_name_problem(instance)

@@ -30,11 +30,15 @@ BASE_TS = int(time.time() * 1000) - 3_600_000
 
 @pytest.fixture(scope="session")
 def spark():
+    """A SparkSession, as a program that embeds k2k passes one (k2k itself starts a bare
+    SparkContext)."""
+    from pyspark.sql import SparkSession
+
     from k2k.pipeline.spark import start_spark, stop_spark
 
-    session = start_spark("k2k-tests", "local[2]", {})
-    yield session
-    stop_spark(session)
+    sc = start_spark("k2k-tests", "local[2]", {})
+    yield SparkSession(sc)
+    stop_spark(sc)
 
 
 def _own_cluster(name: str, tmp_path_factory):

@@ -18,8 +18,8 @@ _START_AND_STOP = """
 import json, psutil
 from pyspark import SparkContext
 from k2k.pipeline.spark import start_spark, stop_spark
-session = start_spark("class-data", "local[1]", {})
-total = session.sparkContext.parallelize(range(10), 2).sum()
+sc = start_spark("class-data", "local[1]", {})
+total = sc.parallelize(range(10), 2).sum()
 jvm = SparkContext._gateway.proc
 def command_of(p):
     try:
@@ -30,7 +30,7 @@ tree = [psutil.Process(jvm.pid), *psutil.Process(jvm.pid).children(recursive=Tru
 java = [(p.pid, command_of(p)) for p in tree if "SparkSubmit" in command_of(p)]
 with open(f"/proc/{java[0][0]}/maps") as maps:  # what the JVM has mapped, archives too
     mapped = sorted({line.split()[-1] for line in maps if line.rstrip().endswith(".jsa")})
-stop_spark(session)
+stop_spark(sc)
 print(json.dumps({"sum": total, "java": [c for _, c in java], "mapped": mapped, "exit": jvm.returncode}))
 """
 

@@ -57,10 +57,11 @@ from k2k.pipeline.membership import Membership
 from k2k.pipeline.outage import OutageRider
 from k2k.pipeline.plan import LeaseSpec, PartitionRange, RunnerGroup, plan_groups
 from k2k.pipeline.positions import StartPositions
-from k2k.pipeline.spark import spark_context_running, start_spark, stop_spark
+from k2k.pipeline.spark import context_of, spark_context_running, start_spark, stop_spark
 from k2k.schemamapping import check_registries
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     from k2k.metrics.replicator import ReplicatorMetrics
@@ -94,7 +95,7 @@ class Planner:
         *,
         until_caught_up: bool = False,
         on_tick: Callable[[PipelineStats], None] | None = None,
-        spark: SparkSession | None = None,
+        spark: SparkSession | SparkContext | None = None,
         after_spark_start: Callable[[], None] | None = None,
         member: str | None = None,
         standby: bool = False,
@@ -102,7 +103,7 @@ class Planner:
     ) -> None:
         """Runs on: driver. Connects nothing yet: :meth:`run` does.
 
-        ``spark``: an existing SparkSession to run leases on (kept open at the end);
+        ``spark``: an existing SparkSession (or context) to run leases on (kept open at the end);
         by default the planner starts its own from ``spark.master``/``spark.conf`` (and
         stops it at the end), or joins the SparkContext the process runs (and keeps it).
         ``member``: this process's name in the assignment topic (default host-pid);
@@ -121,7 +122,7 @@ class Planner:
         self.positions = StartPositions()
         self.member = member or default_member_name()
         self.standby = standby
-        self.spark = spark
+        self.spark = None if spark is None else context_of(spark)
         self._owns_spark = spark is None
         self.after_spark_start = after_spark_start
         self._stop = threading.Event()
@@ -289,7 +290,7 @@ class Planner:
             metrics = self.metrics
             self.discovery.on_records_lost = lambda t, p, n: metrics.lost(t, p, n, "deleted-topic")
             template = dataclasses.replace(template, telemetry=True)
-        sc = self._start_spark().sparkContext
+        sc = self._start_spark()
         self.control = open_channel(sc, cfg.spark.control_host, cfg.spark.control_port)
         if self.metrics is not None:
             self.control.on_frame = self.metrics.on_frame
@@ -307,14 +308,14 @@ class Planner:
             template=dataclasses.replace(template, control=self.control.address),
         )
 
-    def _start_spark(self) -> SparkSession:
+    def _start_spark(self) -> SparkContext:
         if self.spark is None:
             cfg = self.cfg
             log.info("starting Spark")
             self._owns_spark = not spark_context_running()  # else the embedding program's
             self.spark = start_spark(f"k2k:{cfg.name}", cfg.spark.master, dict(cfg.spark.conf))
             # The real master: spark-submit's, when it launched k2k (see start_spark).
-            log.info("Spark started (master %s)", self.spark.sparkContext.master)
+            log.info("Spark started (master %s)", self.spark.master)
             if self.after_spark_start is not None:
                 self.after_spark_start()  # e.g. take SIGINT back from PySpark's own handler
         return self.spark

@@ -33,10 +33,12 @@ from typing import IO, TYPE_CHECKING
 from k2k.pipeline.classdata import ClassData, class_data, publish
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
 __all__ = [
     "JvmOutput",
+    "context_of",
     "is_local",
     "jvm_line",
     "spark_context_running",
@@ -101,16 +103,18 @@ def spark_settings(conf: Mapping[str, str]) -> dict[str, str]:
     return settings
 
 
-def start_spark(app_name: str, master: str, conf: Mapping[str, str]) -> SparkSession:
-    """Runs on: driver. Start (or join) k2k's Spark session with :func:`spark_settings`.
+def start_spark(app_name: str, master: str, conf: Mapping[str, str]) -> SparkContext:
+    """Runs on: driver. Start (or join) k2k's SparkContext with :func:`spark_settings`.
 
     ``master`` (the pipeline's ``spark.master``) is used only when k2k starts Spark itself;
     launched by spark-submit, or with a SparkContext already running, the master and the
     resources are the ones given there, and ``conf`` only fills in what they leave unset.
     Ships the k2k package to remote executors unless an archive (``spark.archives``) does.
     The JVM's stderr, when k2k starts the JVM (in local mode also the runners'), reaches
-    k2k's log through :class:`JvmOutput`."""
-    from pyspark.sql import SparkSession  # imported late: pyspark is slow to import
+    k2k's log through :class:`JvmOutput`. No SparkSession: k2k runs RDD jobs only, and
+    a session's SQL start-up would cost the driver JVM about 0.7 CPU s more
+    (docs/benchmarks.md#spark-context-only)."""
+    from pyspark import SparkConf, SparkContext  # imported late: pyspark is slow to import
 
     given = _given_spark_conf()
     if given is None:
@@ -126,14 +130,18 @@ def start_spark(app_name: str, master: str, conf: Mapping[str, str]) -> SparkSes
             settings["spark.app.name"] = app_name
         _set_executor_python(settings)
         _local_daemon(settings)  # a daemon module spark-submit was given stays
-    builder = SparkSession.builder
-    for key, value in settings.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(settings[LOG_LEVEL_KEY].upper())  # also for an existing one
-    if not is_local(spark.sparkContext.master or "") and "spark.archives" not in settings:
-        spark.sparkContext.addPyFile(_package_zip())
-    return spark
+    sc = SparkContext.getOrCreate(SparkConf().setAll(list(settings.items())))
+    sc.setLogLevel(settings[LOG_LEVEL_KEY].upper())  # also for an existing one
+    if not is_local(sc.master or "") and "spark.archives" not in settings:
+        sc.addPyFile(_package_zip())
+    return sc
+
+
+def context_of(spark: SparkSession | SparkContext) -> SparkContext:
+    """The SparkContext of a program's session (or the context it gave)."""
+    from pyspark import SparkContext
+
+    return spark if isinstance(spark, SparkContext) else spark.sparkContext
 
 
 #: The application name spark-submit gives when ``--name`` is not given: the entry file's.
@@ -243,17 +251,28 @@ _recording: tuple[ClassData, subprocess.Popen[bytes]] | None = None
 _RECORDING_EXIT_S = 60.0
 
 
-def stop_spark(spark: SparkSession) -> None:
-    """Runs on: driver. Stop ``spark``, a session :func:`start_spark` started. A JVM that
+def stop_spark(sc: SparkContext) -> None:
+    """Runs on: driver. Stop ``sc``, a context :func:`start_spark` started. A JVM that
     records its class data is ended too (it writes them at exit; otherwise only once this
     process has exited), and the recording published; the next start launches a new JVM."""
     global _recording
     recording, _recording = _recording, None
+    _stop_accumulator_server_in_background(sc)
     try:
-        spark.stop()
+        sc.stop()
     finally:
         if recording is not None:
             _end_recording_jvm(*recording)
+
+
+def _stop_accumulator_server_in_background(sc: SparkContext) -> None:
+    """pyspark stops its accumulator server in the caller's thread, waiting out a 1 s
+    poll; k2k uses no accumulators and the server's thread is a daemon, so it is told to
+    stop and left to finish on its own."""
+    server = getattr(sc, "_accumulatorServer", None)
+    if server is not None:
+        sc._accumulatorServer = None  # type: ignore[assignment]
+        threading.Thread(target=server.shutdown, name="k2k-accumulators", daemon=True).start()
 
 
 def _end_recording_jvm(data: ClassData, proc: subprocess.Popen[bytes]) -> None:

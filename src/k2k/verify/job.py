@@ -32,6 +32,7 @@ from k2k.errors import ClusterError, ConfigError, K2KError
 from k2k.kafka.factory import CONSUMER_DEFAULTS
 from k2k.kafka.peek import reader_settings
 from k2k.pipeline.spark import (
+    context_of,
     spark_context_running,
     spark_error_line,
     start_spark,
@@ -44,6 +45,7 @@ from k2k.verify.slicing import merge_doubtful, merge_results, slice_tasks
 from k2k.verify.task import PartitionResult, PartitionTask, verify_partition
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
 __all__ = ["DEFAULT_SLICE_RECORDS", "VerifyProgress", "VerifyReport", "plan_tasks", "run_verify"]
@@ -384,7 +386,7 @@ def run_verify(
     from_timestamp_ms: int | None = None,
     sample: int | None = None,
     slice_records: int = DEFAULT_SLICE_RECORDS,
-    spark: SparkSession | None = None,
+    spark: SparkSession | SparkContext | None = None,
     progress: Callable[[VerifyProgress], None] | None = None,
 ) -> VerifyReport:
     """Runs on: driver. Plan (see :func:`plan_tasks` for the range options), slice
@@ -406,21 +408,22 @@ def run_verify(
             tasks = _plan_slices(
                 cfg, topics, whole_topics, from_timestamp_ms, sample, slice_records
             )
-            session = starting.result() if starting is not None else spark
-            assert session is not None
+            given = starting.result() if starting is not None else spark
+            assert given is not None
+            sc = context_of(given)
         except BaseException:
             if own and starting is not None and starting.exception() is None:
                 stop_spark(starting.result())
             raise
     if not tasks:
         if own:
-            stop_spark(session)
+            stop_spark(sc)
         return VerifyReport(cfg.name, [])
     try:
-        results = _run_until_sure(session, cfg, tasks, progress)
+        results = _run_until_sure(sc, cfg, tasks, progress)
     finally:
         if own:
-            stop_spark(session)
+            stop_spark(sc)
     results.sort(key=lambda r: (r.topic, r.partition))
     by_key = cfg.replication.sink.partition != "source" and not _traces_source(cfg)
     return VerifyReport(cfg.name, results, _unexplained(results) if by_key else [])
@@ -456,7 +459,7 @@ def _plan_slices(
 
 
 def _run_until_sure(
-    spark: SparkSession,
+    sc: SparkContext,
     cfg: PipelineConfig,
     tasks: list[PartitionTask],
     progress: Callable[[VerifyProgress], None] | None,
@@ -467,7 +470,7 @@ def _run_until_sure(
     from k2k.pipeline.lease import open_channel
 
     watch = VerifyProgress(tasks)
-    control = open_channel(spark.sparkContext, cfg.spark.control_host, cfg.spark.control_port)
+    control = open_channel(sc, cfg.spark.control_host, cfg.spark.control_port)
     control.on_frame = watch.frame
     try:
         results: list[PartitionResult | None] = [None] * len(tasks)
@@ -477,7 +480,7 @@ def _run_until_sure(
                 dataclasses.replace(tasks[i], progress=control.address, task_id=watch.add(tasks[i]))
                 for i in todo
             ]
-            for i, r in zip(todo, _run_job(spark, shipped, watch, progress), strict=True):
+            for i, r in zip(todo, _run_job(sc, shipped, watch, progress), strict=True):
                 results[i] = r
             done = [r for r in results if r is not None]
             tasks, results = merge_doubtful(tasks, done)
@@ -566,14 +569,13 @@ def _unexplained(results: list[PartitionResult]) -> list[tuple[str, int, int]]:
 
 
 def _run_job(
-    spark: SparkSession,
+    sc: SparkContext,
     tasks: list[PartitionTask],
     watch: VerifyProgress,
     progress: Callable[[VerifyProgress], None] | None,
 ) -> list[PartitionResult]:
     """Runs on: driver. One job over ``tasks`` (results in their order), watched from this
     thread: ``progress`` is called every :data:`PROGRESS_INTERVAL_S` while it runs."""
-    sc = spark.sparkContext
     out: list[PartitionResult] = []
     failure: list[Exception] = []
     group = f"k2k-verify-{id(tasks)}"
