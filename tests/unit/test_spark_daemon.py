@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -72,3 +74,26 @@ def test_a_new_process_of_this_interpreter_finds_this_k2k(monkeypatch):
         pytest.skip("no interpreter without k2k here")
     monkeypatch.setattr(spark.sys, "executable", other)
     assert not spark._new_process_finds_k2k()
+
+
+def test_the_daemon_imports_the_installed_pyspark_instead_of_spark_s_zips():
+    # Spark's workers get $SPARK_HOME/python/lib/{pyspark,py4j-*}.zip first on PYTHONPATH.
+    import pyspark
+
+    lib = Path(pyspark.__file__).parent / "python" / "lib"
+    zips = sorted(str(p) for p in lib.glob("*.zip"))
+    if len(zips) != 2:
+        pytest.skip(f"this pyspark has no zips for its workers in {lib}")
+    code = (
+        "import sys, k2k.pipeline.daemon, pyspark, py4j; "
+        "print(pyspark.__file__, py4j.__file__, any(p.endswith('.zip') and 'pyspark' in p "
+        "for p in sys.path))"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(zips)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    pyspark_file, py4j_file, zips_left = out.stdout.split()
+    assert pyspark_file == pyspark.__file__
+    assert ".zip" not in py4j_file
+    assert zips_left == "False"

@@ -9,9 +9,26 @@ unpickled it; imported here once, the workers inherit the modules instead
 
 from __future__ import annotations
 
-from pyspark.daemon import manager
+import sys
+from importlib.machinery import PathFinder
 
-import k2k.pipeline.runner  # noqa: F401  (imported for the workers the daemon forks)
+
+def _prefer_installed_pyspark() -> None:
+    """Spark puts its zipped pyspark and py4j first on the workers' path. Modules in a zip
+    are compiled again by every new daemon (docs/benchmarks.md#spark-context-only); this
+    interpreter has the same installation's pyspark with compiled modules, so the zips
+    go when that one is found without them."""
+    zips = [p for p in sys.path if p.endswith(".zip") and "pyspark" in p.replace("\\", "/")]
+    rest = [p for p in sys.path if p not in zips]
+    if zips and PathFinder.find_spec("pyspark", rest) and PathFinder.find_spec("py4j", rest):
+        sys.path[:] = rest
+
+
+_prefer_installed_pyspark()
+
+from pyspark.daemon import manager  # noqa: E402  (after the path is settled)
+
+import k2k.pipeline.runner  # noqa: E402, F401  (imported for the workers the daemon forks)
 
 if __name__ == "__main__":
     manager()
