@@ -104,3 +104,11 @@ def test_the_driver_answers_a_wrong_token_as_foreign(driver):
     with socket.create_connection(("127.0.0.1", driver.port), timeout=2) as sock:
         sock.sendall(b"not-the-token\n\n")
         assert sock.makefile("rb").readline(16) == b"foreign\n"
+
+
+def test_closing_the_driver_s_channel_does_not_wait_out_a_long_poll():
+    control = LeaseControl("127.0.0.1")
+    time.sleep(0.02)  # its server is waiting in its first poll
+    started = time.monotonic()
+    control.close()
+    assert time.monotonic() - started < 0.35
