@@ -62,10 +62,10 @@ class Replicator:
     back at once; never give two running replicators one name. ``standby``: take no
     partitions while another (non-standby) member is alive. ``telemetry``: export metrics
     through OpenTelemetry, chosen by the ``OTEL_*`` variables (docs/metrics.md).
-    ``spark``: a session (or SparkContext) of yours to run the leases on, left running at the end; without
-    one, the replicator joins the SparkContext this process runs (and leaves it running),
-    or starts a session from the pipeline's ``spark`` section and stops it when the run
-    returns. The executors of a session you pass need k2k importable (docs/spark.md).
+    ``spark``: a session (or SparkContext) of yours to run the leases on, left running at
+    the end; without one, the replicator joins the SparkContext this process runs (and
+    leaves it running), or starts one from the pipeline's ``spark`` section and stops it
+    when the run returns. The executors of a session you pass need k2k importable (docs/spark.md).
     ``on_progress``: called on the driver about twice a second with the live statistics
     (keep it quick: it runs in the loop that watches the lease).
 

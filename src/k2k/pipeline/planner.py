@@ -103,9 +103,10 @@ class Planner:
     ) -> None:
         """Runs on: driver. Connects nothing yet: :meth:`run` does.
 
-        ``spark``: an existing SparkSession (or context) to run leases on (kept open at the end);
-        by default the planner starts its own from ``spark.master``/``spark.conf`` (and
-        stops it at the end), or joins the SparkContext the process runs (and keeps it).
+        ``spark``: an existing SparkSession (or SparkContext) to run leases on (kept open
+        at the end); by default the planner starts its own from ``spark.master`` and
+        ``spark.conf`` (and stops it at the end), or joins the SparkContext the process
+        runs (and keeps it).
         ``member``: this process's name in the assignment topic (default host-pid);
         ``standby``: take partitions only while no other member is alive;
         ``telemetry``: export metrics (k2k.metrics, chosen by ``OTEL_*`` variables)."""

@@ -112,7 +112,7 @@ def start_spark(app_name: str, master: str, conf: Mapping[str, str]) -> SparkCon
     Ships the k2k package to remote executors unless an archive (``spark.archives``) does.
     The JVM's stderr, when k2k starts the JVM (in local mode also the runners'), reaches
     k2k's log through :class:`JvmOutput`. No SparkSession: k2k runs RDD jobs only, and
-    a session's SQL start-up would cost the driver JVM about 0.7 CPU s more
+    a session's SQL start-up would cost the driver JVM more CPU
     (docs/benchmarks.md#spark-context-only)."""
     from pyspark import SparkConf, SparkContext  # imported late: pyspark is slow to import
 
