@@ -195,7 +195,7 @@ class Replicator:
         sample: int | None = None,
     ) -> VerifyReport:
         """Compare the source with the target record for record, as a Spark job on this
-        replicator's ``spark`` (or a session of its own): ``k2k verify``. A mismatch is no
+        replicator's ``spark`` (or a SparkContext of its own): ``k2k verify``. A mismatch is no
         error: read ``.ok`` and the report. ``topics`` (default: every replicated topic),
         ``whole_topics``, ``from_timestamp_ms`` and ``sample`` are the command's
         ``--topic``, ``--all``, ``--from-timestamp`` and ``--sample``."""

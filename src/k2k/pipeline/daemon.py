@@ -9,8 +9,13 @@ unpickled it; imported here once, the workers inherit the modules instead
 
 from __future__ import annotations
 
+import os
 import sys
+from fnmatch import fnmatch
 from importlib.machinery import PathFinder
+
+#: The zips Spark puts on its Python workers' path (``$SPARK_HOME/python/lib``).
+_SPARK_ZIPS = ("pyspark.zip", "py4j-*-src.zip")
 
 
 def _prefer_installed_pyspark() -> None:
@@ -18,7 +23,7 @@ def _prefer_installed_pyspark() -> None:
     are compiled again by every new daemon (docs/benchmarks.md#spark-context-only); this
     interpreter has the same installation's pyspark with compiled modules, so the zips
     go when that one is found without them."""
-    zips = [p for p in sys.path if p.endswith(".zip") and "pyspark" in p.replace("\\", "/")]
+    zips = [p for p in sys.path if any(fnmatch(os.path.basename(p), z) for z in _SPARK_ZIPS)]
     rest = [p for p in sys.path if p not in zips]
     if zips and PathFinder.find_spec("pyspark", rest) and PathFinder.find_spec("py4j", rest):
         sys.path[:] = rest

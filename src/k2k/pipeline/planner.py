@@ -209,7 +209,7 @@ class Planner:
 
     def close(self) -> None:
         """Runs on: driver. Stop the heartbeats and checkpoints, leave the commit group, then
-        close the lease channel, the progress store and the Spark session this planner
+        close the lease channel, the progress store and the SparkContext this planner
         started (idempotent)."""
         self.watch.close()
         if self.heartbeats is not None:

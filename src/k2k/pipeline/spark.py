@@ -1,4 +1,4 @@
-"""The Spark session k2k runs its leases on, and how Spark's errors read in one line.
+"""The SparkContext k2k runs its leases on, and how Spark's errors read in one line.
 
 Runs on: driver, once per ``k2k start`` (or per ``spark-submit .../k2k/__main__.py start``).
 
@@ -257,22 +257,18 @@ def stop_spark(sc: SparkContext) -> None:
     process has exited), and the recording published; the next start launches a new JVM."""
     global _recording
     recording, _recording = _recording, None
-    _stop_accumulator_server_in_background(sc)
+    # pyspark would stop its accumulator server in this thread, waiting out a 1 s poll; k2k
+    # uses no accumulators, so it is stopped in the background, after the JVM as before.
+    accumulators, sc._accumulatorServer = sc._accumulatorServer, None  # type: ignore[assignment]
     try:
         sc.stop()
     finally:
+        if accumulators is not None:
+            threading.Thread(
+                target=accumulators.shutdown, name="k2k-accumulators", daemon=True
+            ).start()
         if recording is not None:
             _end_recording_jvm(*recording)
-
-
-def _stop_accumulator_server_in_background(sc: SparkContext) -> None:
-    """pyspark stops its accumulator server in the caller's thread, waiting out a 1 s
-    poll; k2k uses no accumulators and the server's thread is a daemon, so it is told to
-    stop and left to finish on its own."""
-    server = getattr(sc, "_accumulatorServer", None)
-    if server is not None:
-        sc._accumulatorServer = None  # type: ignore[assignment]
-        threading.Thread(target=server.shutdown, name="k2k-accumulators", daemon=True).start()
 
 
 def _end_recording_jvm(data: ClassData, proc: subprocess.Popen[bytes]) -> None:

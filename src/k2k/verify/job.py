@@ -391,9 +391,9 @@ def run_verify(
 ) -> VerifyReport:
     """Runs on: driver. Plan (see :func:`plan_tasks` for the range options), slice
     partitions of more than ``slice_records`` offsets, run the Spark job (on ``spark``, or
-    a session of its own from ``spark.master``/``spark.conf``, stopped at the end unless it
+    a SparkContext of its own from ``spark.master``/``spark.conf``, stopped at the end unless it
     joined one the process ran already) and collect the report. ``progress`` is called
-    about twice a second while tasks run. A session of its own starts while the driver
+    about twice a second while tasks run. A context of its own starts while the driver
     plans (both take seconds)."""
     own = spark is None and not spark_context_running()  # else the embedding program's
     with ThreadPoolExecutor(1, thread_name_prefix="k2k-verify-spark") as pool:
