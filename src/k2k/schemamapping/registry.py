@@ -155,13 +155,6 @@ class RegistryEndpoint:
         return f"{self.cluster} registry " + ",".join(url_without_user(u) for u in self.urls)
 
 
-def _without_user(url: str) -> str:
-    """``url`` without user info, to send requests to."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.netloc.rsplit("@", 1)[-1]
-    return urllib.parse.urlunsplit(parts._replace(netloc=host))
-
-
 class RegistryClient:
     """Runs on: executor. The Confluent API calls of one registry, with retries."""
 
@@ -279,7 +272,7 @@ class RegistryClient:
             user_info = urllib.parse.unquote(parts.netloc.rsplit("@", 1)[0])
         if user_info is not None:
             headers["Authorization"] = "Basic " + base64.b64encode(user_info.encode()).decode()
-        url = _without_user(base) + path
+        url = url_without_user(base) + path  # user info goes in a header, never the URL
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(url, data=data, headers=headers, method=method)
         try:
