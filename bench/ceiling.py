@@ -4,7 +4,7 @@
   client settings as a k2k runner, no stages, no progress records, no Spark. The ceiling for
   k2k's design.
 * :class:`BareLoopTransactional` — the same loops through one transactional producer that
-  commits in line every 100 ms or 4,000 records: in W2 the latency floor of exactly-once
+  commits in line every 100 ms or 40,000 records: in W2 the latency floor of exactly-once
   with 100 ms batches on these brokers (the harness also runs it, unmeasured, to warm the
   brokers up before the W2 windows); in W1 what transactions of k2k's default size cost.
 * :class:`ProducerPerfTool` — Kafka's own ``ProducerPerformance`` (kafka-producer-perf-test,
@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from bench.contender import Contender, Ctx, create_topic
+from k2k.config.model import EXACTLY_ONCE_BATCH_SIZE
 from k2k.local.install import ensure_kafka_installed, find_java
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,9 +58,9 @@ class BareLoopTransactional(BareLoop):
     name = "bare loop, transactions"
     guarantee = "exactly-once"
     COMMIT_MS: ClassVar[int] = 100
-    #: k2k's default transaction in W1: ``batchSize`` 1,000 records for each of the four
-    #: partitions a runner copies.
-    COMMIT_RECORDS: ClassVar[int] = 4_000
+    #: k2k's default transaction in W1: exactly-once's default ``batchSize`` for each of the
+    #: four partitions a runner copies.
+    COMMIT_RECORDS: ClassVar[int] = EXACTLY_ONCE_BATCH_SIZE * 4
 
     def extra_args(self) -> list[str]:
         return ["--commit-ms", str(self.COMMIT_MS), "--commit-records", str(self.COMMIT_RECORDS)]

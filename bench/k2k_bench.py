@@ -117,7 +117,7 @@ class K2KAtLeastOnce(Contender):
 
 class K2KExactlyOnce(K2KAtLeastOnce):
     """Exactly-once: each commit batch of records and its progress in one transaction
-    (default commit settings: 1000 records per partition or 2 seconds)."""
+    (default commit settings: 10,000 records per partition or 2 seconds)."""
 
     key = "k2k-eos"
     name = "k2k exactly-once"

@@ -17,6 +17,7 @@ from k2k.config import (
     StaticTopicName,
     TracingToggles,
 )
+from k2k.config.model import EXACTLY_ONCE_BATCH_SIZE
 
 from .conftest import MINIMAL
 
@@ -198,6 +199,26 @@ def test_both_coordination_spellings_merge(build: Any) -> None:
     assert cfg.coordination.assignment.fencing_max_parallelism == 2
     assert cfg.coordination.assignment.topic == "__k2k_assignment"
     assert cfg.commit_group == "g"
+
+
+@pytest.mark.parametrize(
+    ("coordination", "expected"),
+    [
+        ({}, EXACTLY_ONCE_BATCH_SIZE),
+        ({"commit": {"batchTimeout": "1 second"}}, EXACTLY_ONCE_BATCH_SIZE),
+        ({"commit": {"batchSize": 1000}}, 1000),
+        ({"kafka": {"commit": {"batchSize": 1000}}}, 1000),
+        ({"commit": {"batchSize": 50_000}}, 50_000),
+    ],
+)
+def test_exactly_once_batches_are_larger_unless_batch_size_is_given(
+    build: Any, coordination: dict[str, Any], expected: int
+) -> None:
+    cfg = build({"features": {"exactlyOnce": "enabled"}, "coordination": coordination})
+    assert cfg.coordination.commit.batch_size == expected
+    # The rendered configuration, read again, keeps the size it resolved to.
+    again = PipelineConfig.model_validate(cfg.model_dump(by_alias=True, mode="json"))
+    assert again.coordination.commit.batch_size == expected
 
 
 def test_snake_case_keys_are_read_too(build: Any) -> None:

@@ -616,7 +616,11 @@ class CommitSettings(K2KModel):
         "(commit group, source topic, partition).",
     )
     batch_size: Count = Field(
-        1000, ge=1, description="Records replicated per partition between two progress records."
+        1000,
+        ge=1,
+        description="Records replicated per partition between two progress records. With "
+        "`features.exactlyOnce` and no value given, 10000 where K2K uses 1000: each batch is "
+        "one transaction (docs/exactly-once.md#batch-size).",
     )
     batch_timeout: Duration = Field(
         timedelta(seconds=2),
@@ -858,6 +862,10 @@ NAME_DOC = FieldDoc(
 
 #: librdkafka's and the Java client's default ``transaction.timeout.ms``.
 DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
+#: ``coordination.commit.batchSize`` when exactly-once and unset: transactions of K2K's 1000
+#: records per partition leave a backlog bound by the brokers' transaction work
+#: (docs/exactly-once.md#batch-size).
+EXACTLY_ONCE_BATCH_SIZE = 10_000
 
 
 class PipelineConfig(K2KModel):
@@ -916,6 +924,15 @@ class PipelineConfig(K2KModel):
         default_factory=TopicCreation, description="Topic creation on the target."
     )
     spark: Spark = Field(default_factory=Spark, description="The Spark job.")
+
+    @model_validator(mode="after")
+    def _exactly_once_batch_size(self) -> PipelineConfig:
+        commit = self.coordination.commit
+        if self.features.exactly_once and "batch_size" not in commit.model_fields_set:
+            larger = commit.model_copy(update={"batch_size": EXACTLY_ONCE_BATCH_SIZE})
+            coordination = self.coordination.model_copy(update={"commit": larger})
+            object.__setattr__(self, "coordination", coordination)
+        return self
 
     @model_validator(mode="after")
     def _cross_checks(self) -> PipelineConfig:
