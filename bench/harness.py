@@ -296,6 +296,14 @@ def cpu_clock() -> tuple[float, float]:
     return sum(getattr(t, part) for part in _CPU_PARTS), t.steal
 
 
+def settle_disk() -> None:
+    """Write back what earlier copies and loads left dirty in the page cache. The brokers
+    do not fsync, so the kernel writes a copy's gigabyte out 30 s later
+    (``vm.dirty_expire_centisecs``), inside whichever contender's window runs then, on the
+    same two cores and disk (docs/benchmarks.md#what-a-run-does)."""
+    os.sync()
+
+
 def steal_pct(since: tuple[float, float]) -> float:
     """Percent of the machine's CPU time since ``since`` that the hypervisor gave elsewhere.
 
@@ -513,6 +521,7 @@ def run_backlog(
     res = Result(c.name, c.guarantee, w.name, w.records, w.value_size)
     total = sum(ends.values())
     tails = last_keys(env.source, w.topic) if c.guarantee == "exactly-once" else {}
+    settle_disk()
     started = time.monotonic()
     clock = cpu_clock()
     monitor = Monitor(ctx.procs)
