@@ -32,7 +32,13 @@ def eos_pipeline(clusters, name: str, topics, **sections):
         topics,
         features={"exactlyOnce": "enabled"},
         coordination={
-            "commit": {"topic": f"__k2k_progress-{name}", "batchTimeout": "200 milliseconds"},
+            # K2K's batchSize, not exactly-once's larger default: these tests kill, fail and
+            # fence runners mid-copy, and want many committed transactions in a small copy.
+            "commit": {
+                "topic": f"__k2k_progress-{name}",
+                "batchSize": 1000,
+                "batchTimeout": "200 milliseconds",
+            },
             "assignment": {"topic": f"__k2k_assignment-{name}", "graceWindow": "5 seconds"},
         },
     )
