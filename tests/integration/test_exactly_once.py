@@ -20,7 +20,15 @@ from tests.integration.eos_util import (
     progress_history,
 )
 from tests.integration.procs import K2KProcess
-from tests.kafkautil import create_topic, eventually, produce, produce_transaction, read_all
+from tests.kafkautil import (
+    create_topic,
+    end_offsets,
+    eventually,
+    produce,
+    produce_bulk,
+    produce_transaction,
+    read_all,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -88,6 +96,30 @@ def _seeded(clusters, spark, tmp_path, topic_name, label: str, **sections):
     run_until_caught_up(spark, tmp_path, doc)
     assert_exact(clusters.source, clusters.target, t)
     return t, name, doc
+
+
+@pytest.mark.parametrize(("batch_size", "markers"), [(None, range(1, 2)), (1000, range(3, 8))])
+def test_exactly_once_default_batch_is_one_transaction_per_10000_records_per_partition(
+    clusters, spark, tmp_path, topic_name, batch_size, markers
+):
+    """Each transaction leaves one commit marker in every target partition it wrote. Two
+    runners copy 5,000 records from each of their two partitions: with the default 10,000
+    per partition that is one transaction per runner, with K2K's 1,000 five."""
+    t = topic_name("eosbatch")
+    create_topic(clusters.source, t, 4)
+    per_partition = produce_bulk(clusters.source, t, 20_000, 4)
+    doc = eos_pipeline(clusters, topic_name("peosbatch"), [t])
+    commit = doc["coordination"]["commit"]
+    commit["batchTimeout"] = "20 seconds"  # only the size seals a batch here
+    if batch_size is None:
+        del commit["batchSize"]
+    else:
+        commit["batchSize"] = batch_size
+    run_until_caught_up(spark, tmp_path, doc)
+    assert assert_exact(clusters.source, clusters.target, t) == 20_000
+    ends = end_offsets(clusters.target, t, "read_uncommitted")
+    written = {p: ends[p] - per_partition[p] for p in sorted(ends)}
+    assert all(n in markers for n in written.values()), written
 
 
 def test_on_commit_sync_timeout_fail_and_ignore(clusters, spark, tmp_path, topic_name):
