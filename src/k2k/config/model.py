@@ -607,6 +607,12 @@ class Replication(K2KModel):
 # --- coordination -----------------------------------------------------------------------------
 
 
+#: ``coordination.commit.batchSize`` when exactly-once and unset: transactions of K2K's 1000
+#: records per partition leave a backlog bound by the brokers' transaction work
+#: (docs/exactly-once.md#batch-size).
+EXACTLY_ONCE_BATCH_SIZE = 10_000
+
+
 class CommitSettings(K2KModel):
     """Progress records (the commit control topic)."""
 
@@ -619,8 +625,8 @@ class CommitSettings(K2KModel):
         1000,
         ge=1,
         description="Records replicated per partition between two progress records. With "
-        "`features.exactlyOnce` and no value given, 10000 where K2K uses 1000: each batch is "
-        "one transaction (docs/exactly-once.md#batch-size).",
+        f"`features.exactlyOnce` and no value given, {EXACTLY_ONCE_BATCH_SIZE} where K2K uses "
+        "1000: each batch is one transaction (docs/exactly-once.md#batch-size).",
     )
     batch_timeout: Duration = Field(
         timedelta(seconds=2),
@@ -862,10 +868,6 @@ NAME_DOC = FieldDoc(
 
 #: librdkafka's and the Java client's default ``transaction.timeout.ms``.
 DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
-#: ``coordination.commit.batchSize`` when exactly-once and unset: transactions of K2K's 1000
-#: records per partition leave a backlog bound by the brokers' transaction work
-#: (docs/exactly-once.md#batch-size).
-EXACTLY_ONCE_BATCH_SIZE = 10_000
 
 
 class PipelineConfig(K2KModel):
