@@ -108,7 +108,7 @@ def test_the_driver_answers_a_wrong_token_as_foreign(driver):
 
 def test_closing_the_driver_s_channel_does_not_wait_out_a_long_poll():
     control = LeaseControl("127.0.0.1")
-    time.sleep(0.02)  # its server is waiting in its first poll (0.1 s; it was 0.5 s)
+    time.sleep(0.02)  # its server is waiting in its first poll (0.1 s)
     started = time.monotonic()
     control.close()
     assert time.monotonic() - started < 0.4
