@@ -7,7 +7,8 @@
    penalised (and, before the W2 runs, with an unmeasured W2-shaped copy: see
    :func:`warm_brokers_for_steady`).
 3. **W1 backlog**: load each workload once into an 8-partition source topic; each contender
-   copies it into a fresh target topic while a monitor samples the target's end offsets and
+   copies it once unmeasured (:func:`warm_up_round`), then, per round, into a fresh target
+   topic while a monitor samples the target's end offsets and
    the contender's process tree (CPU seconds, summed RSS) every 100 ms. A run counts only if
    the target holds exactly the source's records per partition and sampled records are
    byte-identical (key, value, timestamp).
@@ -778,6 +779,22 @@ def table(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
+def warm_up_round(
+    chosen: list[Contender], w: Backlog, env: Env, ends: dict[int, int], limit: float
+) -> None:
+    """Unmeasured: each contender copies ``w`` once before the measured rounds. The brokers
+    compile the code paths a contender's requests take during its first copy, and the
+    bare-loop warm-up does not take k2k's or MirrorMaker 2's: the first copy measured after
+    it was the slowest of its contender's rounds (docs/benchmarks.md#warm-up-round)."""
+    for c in backlog_order(chosen, 1):
+        r = run_backlog(c, w, env, ends, limit)
+        print(
+            f"  {r.contender + ' (warm-up)':32} {w.name:8} {r.rate:>10,.0f} records/s "
+            f"{r.mbps:7.1f} MB/s  not counted  {_verdict(r, 'complete')}",
+            flush=True,
+        )
+
+
 def backlog_order(chosen: list[Contender], rounds: int) -> list[Contender]:
     """The W1 runs of one workload: every round runs each backlog contender once, every
     other round in reverse, so no contender always follows the same one (the run that first
@@ -909,6 +926,7 @@ def run_workloads(
         run_backlog(BareLoopTransactional(), warm, env, ends, args.timeout)
     for w in () if args.skip_backlog else plan.backlog:
         ends = preload(env.source, w.topic, w.records, w.value_size)
+        warm_up_round(chosen, w, env, ends, args.timeout)
         for c in backlog_order(chosen, args.rounds):
             verified: list[Result] | None = [] if args.verify else None
             r = run_backlog(c, w, env, ends, args.timeout, verified)
