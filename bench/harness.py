@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -47,6 +48,7 @@ from pathlib import Path
 
 import psutil
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from bench.ceiling import BareLoop, BareLoopTransactional, ProducerPerfTool
 from bench.contender import Contender, Ctx, create_topic
@@ -586,7 +588,19 @@ def run_backlog(
     checkable = isinstance(c, K2KAtLeastOnce) and not isinstance(c, K2KFromMM2File)
     if verified is not None and res.complete and checkable:
         verified.append(run_verify(c, w, ctx, limit))
+    if not env.keep_data:
+        drop_topic(env.target, ctx.dest)
     return res
+
+
+def drop_topic(bootstrap: str, topic: str) -> None:
+    """Delete a checked copy's target topic. Kept to the end, a full run's copies (over 25 GB
+    with the warm-up round) filled this machine's disk, and they crowd the page cache the
+    later copies write through (docs/benchmarks.md#what-a-run-does)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_topics([topic], operation_timeout=30).values():
+        with contextlib.suppress(KafkaException):  # never created: the contender failed early
+            future.result()
 
 
 def run_verify(c: Contender, w: Backlog, ctx: Ctx, limit: float) -> Result:
@@ -905,6 +919,7 @@ class Env:
     target: str
     tmp: Path
     broker_pids: tuple[int, ...] = ()  # embedded brokers only: their JIT time is reported
+    keep_data: bool = False  # --keep-data: every copy's target topic stays
 
     def scratch(self, run: str) -> Path:
         d = self.tmp / run
@@ -969,14 +984,14 @@ def stop_brokers(pair: ClusterPair | None, tmp: Path, *, keep_data: bool, say: b
         return
     described = [f"the {c.name} broker (pid {c.pid}, port {c.port})" for c in pair if c.pid]
     pair.stop()
+    if not keep_data:
+        # Before anything is printed: a run that ended because the disk filled up cannot
+        # print, and must still give the space back.
+        shutil.rmtree(tmp / "clusters", ignore_errors=True)
     if say and described:
         print(f"  stopped {' and '.join(described)}", flush=True)
-    if not keep_data:
-        # A full run leaves over 10 GB of topic data: left behind, a few runs fill the disk,
-        # and brokers started later (the test suite's) fail on it.
-        shutil.rmtree(tmp / "clusters", ignore_errors=True)
-        if say:
-            print(f"  deleted the brokers' data in {tmp / 'clusters'}", flush=True)
+    if say and not keep_data:
+        print(f"  deleted the brokers' data in {tmp / 'clusters'}", flush=True)
 
 
 def main() -> None:
@@ -1042,8 +1057,8 @@ def main() -> None:
     ap.add_argument(
         "--keep-data",
         action="store_true",
-        help="keep the embedded brokers' data (several GB after a full run) in the scratch "
-        "directory; by default it is deleted once the brokers stop",
+        help="keep every W1 copy's target topic (deleted once checked, by default) and the "
+        "embedded brokers' data (deleted once the brokers stop) in the scratch directory",
     )
     args = ap.parse_args()
     if args.rounds < 1:
@@ -1082,7 +1097,7 @@ def main() -> None:
     ended = False
     try:
         if args.clusters:
-            env = Env(*args.clusters.split(",", 1), tmp)
+            env = Env(*args.clusters.split(",", 1), tmp, keep_data=args.keep_data)
         else:
             # Full JIT for the brokers (the test default stops at C1 for faster start-up),
             # 1 GiB heaps: production-like brokers, not test ones. Owned by this process: a
@@ -1096,7 +1111,7 @@ def main() -> None:
                 owner_pid=os.getpid(),
             )
             pids = tuple(pid for pid in (pair.source.pid, pair.target.pid) if pid is not None)
-            env = Env(pair.source.bootstrap, pair.target.bootstrap, tmp, pids)
+            env = Env(pair.source.bootstrap, pair.target.bootstrap, tmp, pids, args.keep_data)
             # After the brokers started: their threads keep niceness 0, every process
             # started from here on (contenders, Spark, MirrorMaker 2) inherits this one's.
             os.nice(args.client_nice)
