@@ -803,8 +803,8 @@ def warm_up_round(
     for c in backlog_order(chosen, 1):
         r = run_backlog(c, w, env, ends, limit)
         print(
-            f"  {r.contender + ' (warm-up)':32} {w.name:8} {r.rate:>10,.0f} records/s "
-            f"{r.mbps:7.1f} MB/s  not counted  {_verdict(r, 'complete')}",
+            f"  {r.contender:32} {w.name:8} {r.rate:>10,.0f} records/s "
+            f"{r.mbps:7.1f} MB/s  warm-up, not counted  {_verdict(r, 'complete')}",
             flush=True,
         )
 
