@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import contextlib
 import dataclasses
 import hashlib
 import json
@@ -577,10 +576,25 @@ def run_backlog(
     if longest_stall >= STALL_NOTE_S:
         stalled = f"nothing reached the target for {longest_stall:.1f} s"
         res.note = f"{res.note}; {stalled}" if res.note else stalled
+    check_copy(c, w, env, ctx, res, limit, verified)
+    return res
+
+
+def check_copy(
+    c: Contender,
+    w: Backlog,
+    env: Env,
+    ctx: Ctx,
+    res: Result,
+    limit: float,
+    verified: list[Result] | None,
+) -> None:
+    """Complete or not (and why, in ``res``); with ``verified``, ``k2k verify`` on a complete
+    k2k copy; then the copy's target topic goes, unless ``--keep-data``."""
     if c.exact:
         res.complete, why = identical(ctx, c.keeps_timestamps)
     else:
-        have = sum(end_offsets(ctx.target, ctx.dest).values())
+        have, total = sum(end_offsets(ctx.target, ctx.dest).values()), sum(ctx.ends.values())
         res.complete, why = have == total, f"INCOMPLETE: {have:,} of {total:,} records"
     if not res.complete:
         res.note = f"{why}; {res.note}" if res.note else why
@@ -589,18 +603,27 @@ def run_backlog(
     if verified is not None and res.complete and checkable:
         verified.append(run_verify(c, w, ctx, limit))
     if not env.keep_data:
-        drop_topic(env.target, ctx.dest)
-    return res
+        drop_topic(env, ctx.dest)
 
 
-def drop_topic(bootstrap: str, topic: str) -> None:
-    """Delete a checked copy's target topic. Kept to the end, a full run's copies (over 25 GB
-    with the warm-up round) filled this machine's disk, and they crowd the page cache the
-    later copies write through (docs/benchmarks.md#what-a-run-does)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.delete_topics([topic], operation_timeout=30).values():
-        with contextlib.suppress(KafkaException):  # never created: the contender failed early
+def drop_topic(env: Env, topic: str) -> None:
+    """Delete a checked copy's target topic, and on the embedded target wait until its files
+    are gone: a full run's copies would not fit this machine's disk
+    (docs/benchmarks.md#what-a-run-does), and files deleted later would be written off during
+    another contender's copy."""
+    admin = AdminClient({"bootstrap.servers": env.target})
+    for future in admin.delete_topics([topic], operation_timeout=30, request_timeout=30).values():
+        try:
             future.result()
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:  # never created
+                print(f"  could not delete {topic} on the target: {exc.args[0].str()}", flush=True)
+            return
+    if env.target_data is None:
+        return
+    deadline = time.monotonic() + 30
+    while any(env.target_data.glob(f"*/{topic}-*")) and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def run_verify(c: Contender, w: Backlog, ctx: Ctx, limit: float) -> Result:
@@ -796,10 +819,9 @@ def table(results: list[Result]) -> str:
 def warm_up_round(
     chosen: list[Contender], w: Backlog, env: Env, ends: dict[int, int], limit: float
 ) -> None:
-    """Unmeasured: each contender copies ``w`` once before the measured rounds. The brokers
-    compile the code paths a contender's requests take during its first copy, and the
-    bare-loop warm-up does not take k2k's or MirrorMaker 2's: the first copy measured after
-    it was the slowest of its contender's rounds (docs/benchmarks.md#warm-up-round)."""
+    """Unmeasured: each contender copies ``w`` once before the measured rounds, so that no
+    measured copy pays for the brokers compiling the code paths its contender's requests
+    take (docs/benchmarks.md#warm-up-round)."""
     for c in backlog_order(chosen, 1):
         r = run_backlog(c, w, env, ends, limit)
         print(
@@ -920,6 +942,7 @@ class Env:
     tmp: Path
     broker_pids: tuple[int, ...] = ()  # embedded brokers only: their JIT time is reported
     keep_data: bool = False  # --keep-data: every copy's target topic stays
+    target_data: Path | None = None  # the embedded target broker's data directory
 
     def scratch(self, run: str) -> Path:
         d = self.tmp / run
@@ -1109,9 +1132,18 @@ def main() -> None:
                 heap="1g",
                 jvm_options=(),
                 owner_pid=os.getpid(),
+                # A deleted copy's files go at once (see drop_topic), not a minute later.
+                broker_overrides={"log.segment.delete.delay.ms": 0},
             )
             pids = tuple(pid for pid in (pair.source.pid, pair.target.pid) if pid is not None)
-            env = Env(pair.source.bootstrap, pair.target.bootstrap, tmp, pids, args.keep_data)
+            env = Env(
+                pair.source.bootstrap,
+                pair.target.bootstrap,
+                tmp,
+                pids,
+                args.keep_data,
+                tmp / "clusters" / "target",
+            )
             # After the brokers started: their threads keep niceness 0, every process
             # started from here on (contenders, Spark, MirrorMaker 2) inherits this one's.
             os.nice(args.client_nice)
