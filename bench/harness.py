@@ -942,7 +942,11 @@ class Env:
     tmp: Path
     broker_pids: tuple[int, ...] = ()  # embedded brokers only: their JIT time is reported
     keep_data: bool = False  # --keep-data: every copy's target topic stays
-    target_data: Path | None = None  # the embedded target broker's data directory
+
+    @property
+    def target_data(self) -> Path | None:
+        """The embedded target broker's data directory (None for ``--clusters``)."""
+        return self.tmp / "clusters" / "target" if self.broker_pids else None
 
     def scratch(self, run: str) -> Path:
         d = self.tmp / run
@@ -1136,14 +1140,7 @@ def main() -> None:
                 broker_overrides={"log.segment.delete.delay.ms": 0},
             )
             pids = tuple(pid for pid in (pair.source.pid, pair.target.pid) if pid is not None)
-            env = Env(
-                pair.source.bootstrap,
-                pair.target.bootstrap,
-                tmp,
-                pids,
-                args.keep_data,
-                tmp / "clusters" / "target",
-            )
+            env = Env(pair.source.bootstrap, pair.target.bootstrap, tmp, pids, args.keep_data)
             # After the brokers started: their threads keep niceness 0, every process
             # started from here on (contenders, Spark, MirrorMaker 2) inherits this one's.
             os.nice(args.client_nice)
