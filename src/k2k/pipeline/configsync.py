@@ -1,8 +1,8 @@
 """Topic config sync: target topics keep the configs of their source topics while k2k runs.
 
 The counterpart of MirrorMaker 2's ``sync.topic.configs.*`` with ``use.defaults.from=target``
-(``topicCreation.replicated.configSync`` and ``configSyncInterval``; docs/operations.md#topic-
-management). k2k copies only the configs a source topic sets itself (not the cluster's
+(``topicCreation.replicated.configSync`` and ``configSyncInterval``;
+docs/operations.md#topic-management). k2k copies only the configs a source topic sets itself (not the cluster's
 defaults, as MM2 does for dynamic broker configs): a target topic carries what the source
 topic chose, and the target cluster's defaults otherwise.
 
