@@ -32,7 +32,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from k2k.config import PipelineConfig
-from k2k.controltopics import ensure_control_topics
+from k2k.controltopics import ControlTopics, ensure_control_topics
 from k2k.coordination.assignment import StandDown, default_member_name
 from k2k.coordination.progress import ProgressStore
 from k2k.errors import (
@@ -55,7 +55,7 @@ from k2k.pipeline.lease import LeaseJob, lease_template, open_channel
 from k2k.pipeline.mappings import MappingPublisher
 from k2k.pipeline.membership import Membership
 from k2k.pipeline.outage import OutageRider
-from k2k.pipeline.plan import LeaseSpec, PartitionRange, RunnerGroup, plan_groups
+from k2k.pipeline.plan import LeaseSpec, PartitionRange, RunnerGroup, RunnerSummary, plan_groups
 from k2k.pipeline.positions import StartPositions
 from k2k.pipeline.spark import context_of, spark_context_running, start_spark, stop_spark
 from k2k.schemamapping import check_registries
@@ -239,58 +239,22 @@ class Planner:
     # -- preparation ---------------------------------------------------------------------
 
     def _prepare(self) -> _Prepared:
+        """Everything before the first lease: the clusters answer, the control topics exist,
+        this member joined, committed progress is read, Spark runs."""
         cfg = self.cfg
-        commit = cfg.coordination.commit
-        with diagnosed_on_failure(cfg, logging.getLogger("k2k.diagnose")):
-            log.info("connecting to the source at %s", self.discovery.source.bootstrap)
-            self.discovery.source.topics()  # reachability first: a bounded, named failure
-            log.info("checking control topics on the target at %s", self.discovery.target.bootstrap)
-            commit_partitions, assignment_partitions, mapping_partitions = ensure_control_topics(
-                cfg, self.discovery.target
-            )
-        if cfg.features.schema_mapping:
-            log.info("checking the source and target schema registries")
-            check_registries(cfg)
+        control_topics = self._connect()
         self.watch.start()  # both answered: from now on an outage is reported (and when it ends)
         self._start_mm2_emitters()
         log.info("joining commit group %s", cfg.commit_group)
-        self.membership = Membership(cfg, self.member, self.standby, assignment_partitions)
+        self.membership = Membership(cfg, self.member, self.standby, control_topics.assignment)
         self.membership.join()
-        self.progress = ProgressStore(
-            cfg.target_client("consumer"),
-            commit.topic,
-            cfg.commit_group,
-            sync_timeout_s=commit.sync_timeout.total_seconds(),
-            on_sync_timeout=cfg.error_handling.on_commit_sync_timeout,
-            on_bad_record=cfg.error_handling.on_control_message_deserialization_error,
-        )
-        log.info("reading committed progress from %s", commit.topic)
-        committed = self.progress.load()
-        self.positions.load(
-            {tp: rec.offset for tp, rec in committed.items()},
-            {tp: rec.topic_id for tp, rec in committed.items()},
-        )
+        self.progress = progress = self._load_progress()
         self._discover()
         log.info("source topics selected: %d", self.stats.topics)
         if self.until_caught_up:
             self.stats.ends = self.discovery.source.offsets(self.discovery.partitions(), "latest")
         self.stats.committed = dict(self.positions.starts)
-        template = lease_template(
-            cfg,
-            commit_partitions=commit_partitions,
-            assignment_partitions=assignment_partitions,
-            member=self.member,
-        )
-        if mapping_partitions:
-            publisher = MappingPublisher(cfg.name, cfg.offset_mapping.topic, mapping_partitions)
-            template = dataclasses.replace(template, observer=publisher)
-        if self.telemetry:
-            from k2k.metrics.replicator import replicator_metrics  # OpenTelemetry only with -t
-
-            self.metrics = replicator_metrics(cfg, self.member, self.stats, self.discovery.target)
-            metrics = self.metrics
-            self.discovery.on_records_lost = lambda t, p, n: metrics.lost(t, p, n, "deleted-topic")
-            template = dataclasses.replace(template, telemetry=True)
+        template = self._lease_template(control_topics)
         sc = self._start_spark()
         self.control = open_channel(sc, cfg.spark.control_host, cfg.spark.control_port)
         if self.metrics is not None:
@@ -298,7 +262,7 @@ class Planner:
         if self._stop.is_set():
             self.control.end_lease()
         return _Prepared(
-            live=LiveStats(self.stats, self.discovery.source, self.progress, self.on_tick),
+            live=LiveStats(self.stats, self.discovery.source, progress, self.on_tick),
             job=LeaseJob(
                 sc,
                 cfg.name,
@@ -308,6 +272,63 @@ class Planner:
             ),
             template=dataclasses.replace(template, control=self.control.address),
         )
+
+    def _connect(self) -> ControlTopics:
+        """Both clusters answer, the control topics exist (and the registries answer, with
+        schema mapping): the partitions of the commit, assignment and mapping topics."""
+        cfg = self.cfg
+        with diagnosed_on_failure(cfg, logging.getLogger("k2k.diagnose")):
+            log.info("connecting to the source at %s", self.discovery.source.bootstrap)
+            self.discovery.source.topics()  # reachability first: a bounded, named failure
+            log.info("checking control topics on the target at %s", self.discovery.target.bootstrap)
+            control_topics = ensure_control_topics(cfg, self.discovery.target)
+        if cfg.features.schema_mapping:
+            log.info("checking the source and target schema registries")
+            check_registries(cfg)
+        return control_topics
+
+    def _load_progress(self) -> ProgressStore:
+        """This commit group's progress store, its committed progress read: where each
+        partition starts."""
+        commit = self.cfg.coordination.commit
+        progress = ProgressStore(
+            self.cfg.target_client("consumer"),
+            commit.topic,
+            self.cfg.commit_group,
+            sync_timeout_s=commit.sync_timeout.total_seconds(),
+            on_sync_timeout=self.cfg.error_handling.on_commit_sync_timeout,
+            on_bad_record=self.cfg.error_handling.on_control_message_deserialization_error,
+        )
+        log.info("reading committed progress from %s", commit.topic)
+        committed = progress.load()
+        self.positions.load(
+            {tp: rec.offset for tp, rec in committed.items()},
+            {tp: rec.topic_id for tp, rec in committed.items()},
+        )
+        return progress
+
+    def _lease_template(self, control_topics: ControlTopics) -> LeaseSpec:
+        """What every lease's spec shares; with ``-t``, the replicator's metrics start here."""
+        cfg = self.cfg
+        template = lease_template(
+            cfg,
+            commit_partitions=control_topics.commit,
+            assignment_partitions=control_topics.assignment,
+            member=self.member,
+        )
+        if control_topics.mappings:
+            publisher = MappingPublisher(
+                cfg.name, cfg.offset_mapping.topic, control_topics.mappings
+            )
+            template = dataclasses.replace(template, observer=publisher)
+        if self.telemetry:
+            from k2k.metrics.replicator import replicator_metrics  # OpenTelemetry only with -t
+
+            self.metrics = replicator_metrics(cfg, self.member, self.stats, self.discovery.target)
+            metrics = self.metrics
+            self.discovery.on_records_lost = lambda t, p, n: metrics.lost(t, p, n, "deleted-topic")
+            template = dataclasses.replace(template, telemetry=True)
+        return template
 
     def _start_spark(self) -> SparkContext:
         if self.spark is None:
@@ -415,23 +436,24 @@ class Planner:
         self._give_up_if_decided(job)  # before the runners' own errors: the documented line
         failed = [s for s in summaries if s.error]
         if failed:
-            self._check_targets_after_failure()
-            if self.discovery.sources_changed():
-                log.info(
-                    "lease %d failed while source topics changed; planning again", spec.lease_id
-                )
-                return
-            # Only outages are waited out: failures that say a cluster did not answer, or
-            # any failure while a cluster does not answer the probes. Others end the run.
-            outage = all(s.error_class == Unavailable.__name__ for s in failed)
-            outage = outage or self.watch.reachability.down_since() is not None
-            if outage:
-                raise Unavailable(failed[0].error)
-            # A schema-mapping failure keeps its class: callers and the CLI can tell it apart.
-            mapping = [s for s in failed if s.error_class == SchemaMappingError.__name__]
-            raise (SchemaMappingError if mapping else ReplicationError)(
-                (mapping or failed)[0].error
-            )
+            self._lease_failed(spec.lease_id, failed)
+
+    def _lease_failed(self, lease_id: int, failed: list[RunnerSummary]) -> None:
+        """After runners failed: plan again if the source topics changed under them; raise
+        :class:`Unavailable` for an outage (waited out by the caller); else end the run."""
+        self._check_targets_after_failure()
+        if self.discovery.sources_changed():
+            log.info("lease %d failed while source topics changed; planning again", lease_id)
+            return
+        # Only outages are waited out: failures that say a cluster did not answer, or
+        # any failure while a cluster does not answer the probes. Others end the run.
+        outage = all(s.error_class == Unavailable.__name__ for s in failed)
+        outage = outage or self.watch.reachability.down_since() is not None
+        if outage:
+            raise Unavailable(failed[0].error)
+        # A schema-mapping failure keeps its class: callers and the CLI can tell it apart.
+        mapping = [s for s in failed if s.error_class == SchemaMappingError.__name__]
+        raise (SchemaMappingError if mapping else ReplicationError)((mapping or failed)[0].error)
 
     def _outlasted(self) -> Unavailable | None:
         return self.outages.outlasted() if self.outages is not None else None
