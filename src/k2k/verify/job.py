@@ -17,6 +17,7 @@ While the job runs, tasks send the records they have read over the lease channel
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import logging
 import threading
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from k2k.admin.reader import TP, PipelineReader
 from k2k.config import PipelineConfig
 from k2k.errors import ClusterError, ConfigError, K2KError
+from k2k.kafka.admin import TopicInfo
 from k2k.kafka.factory import CONSUMER_DEFAULTS
 from k2k.kafka.peek import reader_settings
 from k2k.pipeline.spark import (
@@ -38,6 +40,7 @@ from k2k.pipeline.spark import (
     start_spark,
     stop_spark,
 )
+from k2k.stages.headers import TracingHeaders
 from k2k.stages.topicplan import tracing_headers
 from k2k.verify.align import Difference
 from k2k.verify.schemas import SchemaIdCanon
@@ -73,15 +76,7 @@ def plan_tasks(
     the first record at or after ``from_timestamp_ms`` when given, and covers at most the
     last ``sample`` offsets of the range when given."""
     reader = PipelineReader(cfg)
-    selected = reader.selected()
-    unknown = [t for t in topics if t not in selected]
-    if unknown:
-        known = ", ".join(selected) or "none"
-        raise ConfigError(
-            f"--topic {unknown[0]!r}: not a source topic this pipeline replicates "
-            f"(replicated now: {known})"
-        )
-    chosen = {t: selected[t] for t in (topics or selected)}
+    chosen = _chosen_topics(reader, topics)
     router = cfg.topic_router()
     routes = {t: router.route(t) or t for t in chosen}
     tps: list[TP] = [(t, p) for t, info in chosen.items() for p in range(info.partitions)]
@@ -92,19 +87,9 @@ def plan_tasks(
     )
     latest = reader.offsets(tps, "latest")
     target_info = reader.target_topics()
-    target_tps = [
-        (target, p)
-        for target in sorted(set(routes.values()))
-        if target in target_info
-        for p in range(target_info[target].partitions)
-    ]
-    t_earliest = reader.target.offsets(target_tps, "earliest")
-    t_latest = reader.target.offsets(target_tps, "latest")
+    target_ranges = _target_ranges(reader, set(routes.values()) & set(target_info), target_info)
     hashed = cfg.replication.sink.partition != "source"
     tracing = tracing_headers(cfg)
-    group = f"k2k.{cfg.name}.verify"
-    source_conf = _whole_partition_reader(cfg.source_client("consumer"), group)
-    target_conf = _whole_partition_reader(cfg.target_client("consumer"), group)
     timeout_s = max(cfg.source.connect_timeout, cfg.target.connect_timeout).total_seconds()
     claims = _claims(chosen, routes, target_info, hashed)
     mapped = (
@@ -113,46 +98,97 @@ def plan_tasks(
         else {}
     )
     schema_ids = _schema_ids(cfg, chosen)
+    new_task = _task_template(cfg, tracing, timeout_s)
     tasks = []
     for t, p in tps:
         target = routes[t]
         n = target_info[target].partitions if target in target_info else 0
         wanted = range(n) if hashed else [p] if p < n else []
-        start = earliest[(t, p)]
-        end = latest[(t, p)]
         rec = progress.get((t, p))
-        until = end if whole_topics else max(start, min(rec.offset, end)) if rec else start
-        if (t, p) in from_time:
-            start = min(max(start, from_time[(t, p)]), until)
-        if sample is not None:
-            start = max(start, until - sample)
+        start, until = _compared_range(
+            earliest[(t, p)],
+            latest[(t, p)],
+            latest[(t, p)] if whole_topics else rec.offset if rec else None,
+            from_time.get((t, p)),
+            sample,
+        )
         tasks.append(
-            PartitionTask(
+            new_task(
                 topic=t,
                 partition=p,
                 start=start,
                 until=until,
                 partial=start > earliest[(t, p)],
-                end=end,
+                end=latest[(t, p)],
                 target_topic=target,
-                target_ranges={
-                    tp: (t_earliest[(target, tp)], t_latest[(target, tp)]) for tp in wanted
-                },
+                target_ranges={tp: target_ranges[(target, tp)] for tp in wanted},
                 hash_partitions=n if hashed else 0,
                 claims_unattributed=tuple(
                     tp for tp in wanted if claims.get((target, tp)) == (t, p)
                 ),
-                tracing=tracing,
                 mapped_runs=_runs_for(mapped, t, p, target, wanted),
-                keep_headers=cfg.features.header_replication,
-                keep_timestamp=cfg.features.keep_record_creation_timestamp,
-                source_consumer=source_conf,
-                target_consumer=target_conf,
-                timeout_s=timeout_s,
                 schema_ids=schema_ids.get(t),
             )
         )
     return tasks
+
+
+def _task_template(
+    cfg: PipelineConfig, tracing: TracingHeaders | None, timeout_s: float
+) -> Callable[..., PartitionTask]:
+    """:class:`PartitionTask` with what every task of ``cfg`` shares filled in."""
+    group = f"k2k.{cfg.name}.verify"
+    return functools.partial(
+        PartitionTask,
+        tracing=tracing,
+        keep_headers=cfg.features.header_replication,
+        keep_timestamp=cfg.features.keep_record_creation_timestamp,
+        source_consumer=_whole_partition_reader(cfg.source_client("consumer"), group),
+        target_consumer=_whole_partition_reader(cfg.target_client("consumer"), group),
+        timeout_s=timeout_s,
+    )
+
+
+def _chosen_topics(reader: PipelineReader, topics: Sequence[str]) -> dict[str, TopicInfo]:
+    """The source topics to verify: ``topics``, each one the pipeline replicates, or all
+    it replicates when none are named."""
+    selected = reader.selected()
+    unknown = [t for t in topics if t not in selected]
+    if unknown:
+        known = ", ".join(selected) or "none"
+        raise ConfigError(
+            f"--topic {unknown[0]!r}: not a source topic this pipeline replicates "
+            f"(replicated now: {known})"
+        )
+    return {t: selected[t] for t in (topics or selected)}
+
+
+def _target_ranges(
+    reader: PipelineReader, targets: Iterable[str], target_info: Mapping[str, TopicInfo]
+) -> dict[TP, tuple[int, int]]:
+    """Each partition of the existing ``targets``: its [earliest, end) offsets."""
+    tps = [(t, p) for t in sorted(targets) for p in range(target_info[t].partitions)]
+    earliest = reader.target.offsets(tps, "earliest")
+    latest = reader.target.offsets(tps, "latest")
+    return {tp: (earliest[tp], latest[tp]) for tp in tps}
+
+
+def _compared_range(
+    earliest: int, end: int, until: int | None, from_time: int | None, sample: int | None
+) -> tuple[int, int]:
+    """A source partition's compared range [start, until): from its earliest offset up to
+    ``until`` (the committed progress, or the end; nothing when None) within [earliest,
+    end), starting no earlier than ``from_time``'s offset and covering at most the last
+    ``sample`` offsets.
+
+    >>> _compared_range(10, 100, 50, None, None), _compared_range(10, 100, None, None, None)
+    ((10, 50), (10, 10))
+    >>> _compared_range(10, 100, 500, 40, None), _compared_range(10, 100, 50, 20, 5)
+    ((40, 100), (45, 50))
+    """
+    until = earliest if until is None else max(earliest, min(until, end))
+    start = earliest if from_time is None else min(max(earliest, from_time), until)
+    return (start if sample is None else max(start, until - sample)), until
 
 
 def _schema_ids(
