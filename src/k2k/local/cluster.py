@@ -289,21 +289,8 @@ class LocalCluster:
         """
         deadline = time.monotonic() + timeout
         announce = announce or _silent
-        self.wait_while_exiting()
-        adopted = self.recover_pid_file()
-        if adopted is not None:
-            announce(f"{self.name}: running as pid {adopted} without a pid file; recorded it")
-        running = self.pid
-        if running is not None:
-            try:
-                self._wait_ready(deadline)
-                return
-            except LocalClusterError:
-                if self.is_running():
-                    raise
-                # It died while we waited (e.g. `up` right after a kill -9): start a new one.
-                announce(f"{self.name}: the broker (pid {running}) exited; starting it again")
-                self.wait_while_exiting()
+        if self._ready_already(deadline, announce):
+            return
         stale = self._pid_file_value()
         if stale is not None:
             announce(
@@ -320,7 +307,37 @@ class LocalCluster:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._write_config()
         self._prepare_storage(java, libs, deadline, announce)
+        self._launch(java, libs)
+        try:
+            self._wait_ready(deadline, announce)
+        except BaseException:
+            self.stop(timeout=10)  # never leave a half-started JVM behind
+            raise
 
+    def _ready_already(self, deadline: float, announce: Announce) -> bool:
+        """Whether this cluster's broker runs already and became ready (``start`` is then
+        done); False when none runs, or the one that ran exited while we waited."""
+        self.wait_while_exiting()
+        adopted = self.recover_pid_file()
+        if adopted is not None:
+            announce(f"{self.name}: running as pid {adopted} without a pid file; recorded it")
+        running = self.pid
+        if running is None:
+            return False
+        try:
+            self._wait_ready(deadline)
+            return True
+        except LocalClusterError:
+            if self.is_running():
+                raise
+            # It died while we waited (e.g. `up` right after a kill -9): start a new one.
+            announce(f"{self.name}: the broker (pid {running}) exited; starting it again")
+            self.wait_while_exiting()
+            return False
+
+    def _launch(self, java: str, libs: Path) -> None:
+        """Start the broker's JVM (the previous log kept as ``broker.log.1``) and record its
+        pid; with an owner, a watchdog stops it when the owner exits."""
         if self.log_file.exists():
             self.log_file.replace(self.log_file.with_name("broker.log.1"))
         class_data = self._class_data_options(java, libs)
@@ -341,11 +358,6 @@ class LocalCluster:
         self.pid_file.write_text(f"{self._process.pid}\n", encoding="utf-8")
         if self.owner_pid is not None:
             self._watchdog = _start_watchdog(self.owner_pid, self._process.pid)
-        try:
-            self._wait_ready(deadline, announce)
-        except BaseException:
-            self.stop(timeout=10)  # never leave a half-started JVM behind
-            raise
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the JVM: SIGTERM (a clean shutdown), then SIGKILL after ``timeout`` seconds.
