@@ -1021,7 +1021,7 @@ def stop_brokers(pair: ClusterPair | None, tmp: Path, *, keep_data: bool, say: b
         print(f"  deleted the brokers' data in {tmp / 'clusters'}", flush=True)
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -1087,7 +1087,14 @@ def main() -> None:
         help="keep every W1 copy's target topic (deleted once checked, by default) and the "
         "embedded brokers' data (deleted once the brokers stop) in the scratch directory",
     )
-    args = ap.parse_args()
+    return ap
+
+
+def chosen_and_plan(
+    ap: argparse.ArgumentParser, args: argparse.Namespace
+) -> tuple[list[Contender], Plan]:
+    """The contenders and the plan the arguments ask for (argument errors exit here)."""
+    keys = [c.key for c in CONTENDERS]
     if args.rounds < 1:
         ap.error(f"--rounds: expected a whole number of at least 1, got {args.rounds}")
     if args.records is not None and args.records < 1:
@@ -1110,6 +1117,38 @@ def main() -> None:
     if args.records is not None:
         backlog = tuple(dataclasses.replace(w, records=args.records) for w in plan.backlog)
         plan = dataclasses.replace(plan, backlog=backlog)
+    return chosen, plan
+
+
+def embedded_pair(tmp: Path) -> ClusterPair:
+    """The source and target brokers, started here and owned by this process: a run killed
+    outright takes them with it. Full JIT (the test default stops at C1 for faster
+    start-up) and 1 GiB heaps: production-like brokers, not test ones."""
+    return start_pair(
+        tmp / "clusters",
+        free_port(),
+        free_port(),
+        heap="1g",
+        jvm_options=(),
+        owner_pid=os.getpid(),
+        # A deleted copy's files go at once (see drop_topic), not a minute later.
+        broker_overrides={"log.segment.delete.delay.ms": 0},
+    )
+
+
+def embedded_env(args: argparse.Namespace, pair: ClusterPair, tmp: Path) -> Env:
+    """The run's view of ``pair``; from here on this process (and every contender it
+    starts) runs at ``--client-nice``, the brokers' threads at 0."""
+    pids = tuple(pid for pid in (pair.source.pid, pair.target.pid) if pid is not None)
+    os.nice(args.client_nice)
+    print(f"clients run at niceness {args.client_nice}, the brokers at 0")
+    return Env(pair.source.bootstrap, pair.target.bootstrap, tmp, pids, args.keep_data)
+
+
+def main() -> None:
+    ap = parser()
+    args = ap.parse_args()
+    chosen, plan = chosen_and_plan(ap, args)
     print(f"machine: {machine()}", flush=True)
     for c in chosen:
         c.setup()
@@ -1126,25 +1165,8 @@ def main() -> None:
         if args.clusters:
             env = Env(*args.clusters.split(",", 1), tmp, keep_data=args.keep_data)
         else:
-            # Full JIT for the brokers (the test default stops at C1 for faster start-up),
-            # 1 GiB heaps: production-like brokers, not test ones. Owned by this process: a
-            # run killed outright takes them with it.
-            pair = start_pair(
-                tmp / "clusters",
-                free_port(),
-                free_port(),
-                heap="1g",
-                jvm_options=(),
-                owner_pid=os.getpid(),
-                # A deleted copy's files go at once (see drop_topic), not a minute later.
-                broker_overrides={"log.segment.delete.delay.ms": 0},
-            )
-            pids = tuple(pid for pid in (pair.source.pid, pair.target.pid) if pid is not None)
-            env = Env(pair.source.bootstrap, pair.target.bootstrap, tmp, pids, args.keep_data)
-            # After the brokers started: their threads keep niceness 0, every process
-            # started from here on (contenders, Spark, MirrorMaker 2) inherits this one's.
-            os.nice(args.client_nice)
-            print(f"clients run at niceness {args.client_nice}, the brokers at 0")
+            pair = embedded_pair(tmp)
+            env = embedded_env(args, pair, tmp)
         run_workloads(args, plan, chosen, env, results)
         ended = True
     finally:
