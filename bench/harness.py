@@ -1137,8 +1137,9 @@ def embedded_pair(tmp: Path) -> ClusterPair:
 
 
 def embedded_env(args: argparse.Namespace, pair: ClusterPair, tmp: Path) -> Env:
-    """The run's view of ``pair``; from here on this process (and every contender it
-    starts) runs at ``--client-nice``, the brokers' threads at 0."""
+    """The run's view of ``pair``. Called once the brokers run: their threads keep
+    niceness 0, while this process and everything it starts from here on (contenders,
+    Spark, MirrorMaker 2) run at ``--client-nice``."""
     pids = tuple(pid for pid in (pair.source.pid, pair.target.pid) if pid is not None)
     os.nice(args.client_nice)
     print(f"clients run at niceness {args.client_nice}, the brokers at 0")

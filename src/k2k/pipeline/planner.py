@@ -248,7 +248,7 @@ class Planner:
         log.info("joining commit group %s", cfg.commit_group)
         self.membership = Membership(cfg, self.member, self.standby, control_topics.assignment)
         self.membership.join()
-        self.progress = progress = self._load_progress()
+        progress = self._load_progress()
         self._discover()
         log.info("source topics selected: %d", self.stats.topics)
         if self.until_caught_up:
@@ -288,10 +288,11 @@ class Planner:
         return control_topics
 
     def _load_progress(self) -> ProgressStore:
-        """This commit group's progress store, its committed progress read: where each
-        partition starts."""
+        """This commit group's progress store (kept on ``self`` before it reads, so that
+        :meth:`close` closes it also when the read fails), its committed progress read:
+        where each partition starts."""
         commit = self.cfg.coordination.commit
-        progress = ProgressStore(
+        self.progress = progress = ProgressStore(
             self.cfg.target_client("consumer"),
             commit.topic,
             self.cfg.commit_group,
@@ -308,7 +309,8 @@ class Planner:
         return progress
 
     def _lease_template(self, control_topics: ControlTopics) -> LeaseSpec:
-        """What every lease's spec shares; with ``-t``, the replicator's metrics start here."""
+        """What every lease's spec shares; with ``-t``, the replicator's metrics start here,
+        and source records lost to a deleted topic are counted."""
         cfg = self.cfg
         template = lease_template(
             cfg,
@@ -439,8 +441,9 @@ class Planner:
             self._lease_failed(spec.lease_id, failed)
 
     def _lease_failed(self, lease_id: int, failed: list[RunnerSummary]) -> None:
-        """After runners failed: plan again if the source topics changed under them; raise
-        :class:`Unavailable` for an outage (waited out by the caller); else end the run."""
+        """After runners failed: a target topic deleted meanwhile ends the run; else plan
+        again if the source topics changed under them; raise :class:`Unavailable` for an
+        outage (:meth:`run` waits it out); else end the run with the runners' error."""
         self._check_targets_after_failure()
         if self.discovery.sources_changed():
             log.info("lease %d failed while source topics changed; planning again", lease_id)

@@ -17,7 +17,6 @@ While the job runs, tasks send the records they have read over the lease channel
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 import logging
 import threading
@@ -40,7 +39,6 @@ from k2k.pipeline.spark import (
     start_spark,
     stop_spark,
 )
-from k2k.stages.headers import TracingHeaders
 from k2k.stages.topicplan import tracing_headers
 from k2k.verify.align import Difference
 from k2k.verify.schemas import SchemaIdCanon
@@ -90,6 +88,9 @@ def plan_tasks(
     target_ranges = _target_ranges(reader, set(routes.values()) & set(target_info), target_info)
     hashed = cfg.replication.sink.partition != "source"
     tracing = tracing_headers(cfg)
+    group = f"k2k.{cfg.name}.verify"
+    source_conf = _whole_partition_reader(cfg.source_client("consumer"), group)
+    target_conf = _whole_partition_reader(cfg.target_client("consumer"), group)
     timeout_s = max(cfg.source.connect_timeout, cfg.target.connect_timeout).total_seconds()
     claims = _claims(chosen, routes, target_info, hashed)
     mapped = (
@@ -98,55 +99,40 @@ def plan_tasks(
         else {}
     )
     schema_ids = _schema_ids(cfg, chosen)
-    new_task = _task_template(cfg, tracing, timeout_s)
     tasks = []
     for t, p in tps:
         target = routes[t]
         n = target_info[target].partitions if target in target_info else 0
         wanted = range(n) if hashed else [p] if p < n else []
+        start, end = earliest[(t, p)], latest[(t, p)]
         rec = progress.get((t, p))
-        start, until = _compared_range(
-            earliest[(t, p)],
-            latest[(t, p)],
-            latest[(t, p)] if whole_topics else rec.offset if rec else None,
-            from_time.get((t, p)),
-            sample,
-        )
+        until = end if whole_topics else max(start, min(rec.offset, end)) if rec else start
+        start = _compared_start(start, until, from_time.get((t, p)), sample)
         tasks.append(
-            new_task(
+            PartitionTask(
                 topic=t,
                 partition=p,
                 start=start,
                 until=until,
                 partial=start > earliest[(t, p)],
-                end=latest[(t, p)],
+                end=end,
                 target_topic=target,
                 target_ranges={tp: target_ranges[(target, tp)] for tp in wanted},
                 hash_partitions=n if hashed else 0,
                 claims_unattributed=tuple(
                     tp for tp in wanted if claims.get((target, tp)) == (t, p)
                 ),
+                tracing=tracing,
                 mapped_runs=_runs_for(mapped, t, p, target, wanted),
+                keep_headers=cfg.features.header_replication,
+                keep_timestamp=cfg.features.keep_record_creation_timestamp,
+                source_consumer=source_conf,
+                target_consumer=target_conf,
+                timeout_s=timeout_s,
                 schema_ids=schema_ids.get(t),
             )
         )
     return tasks
-
-
-def _task_template(
-    cfg: PipelineConfig, tracing: TracingHeaders | None, timeout_s: float
-) -> Callable[..., PartitionTask]:
-    """:class:`PartitionTask` with what every task of ``cfg`` shares filled in."""
-    group = f"k2k.{cfg.name}.verify"
-    return functools.partial(
-        PartitionTask,
-        tracing=tracing,
-        keep_headers=cfg.features.header_replication,
-        keep_timestamp=cfg.features.keep_record_creation_timestamp,
-        source_consumer=_whole_partition_reader(cfg.source_client("consumer"), group),
-        target_consumer=_whole_partition_reader(cfg.target_client("consumer"), group),
-        timeout_s=timeout_s,
-    )
 
 
 def _chosen_topics(reader: PipelineReader, topics: Sequence[str]) -> dict[str, TopicInfo]:
@@ -166,29 +152,26 @@ def _chosen_topics(reader: PipelineReader, topics: Sequence[str]) -> dict[str, T
 def _target_ranges(
     reader: PipelineReader, targets: Iterable[str], target_info: Mapping[str, TopicInfo]
 ) -> dict[TP, tuple[int, int]]:
-    """Each partition of the existing ``targets``: its [earliest, end) offsets."""
+    """Each partition of ``targets`` (each one in ``target_info``, i.e. existing): its
+    [earliest, end) offsets."""
     tps = [(t, p) for t in sorted(targets) for p in range(target_info[t].partitions)]
     earliest = reader.target.offsets(tps, "earliest")
     latest = reader.target.offsets(tps, "latest")
     return {tp: (earliest[tp], latest[tp]) for tp in tps}
 
 
-def _compared_range(
-    earliest: int, end: int, until: int | None, from_time: int | None, sample: int | None
-) -> tuple[int, int]:
-    """A source partition's compared range [start, until): from its earliest offset up to
-    ``until`` (the committed progress, or the end; nothing when None) within [earliest,
-    end), starting no earlier than ``from_time``'s offset and covering at most the last
-    ``sample`` offsets.
+def _compared_start(earliest: int, until: int, from_time: int | None, sample: int | None) -> int:
+    """Where a source partition's compared range [start, until) starts: at its earliest
+    offset, or at ``from_time`` (the first offset at or after ``--from-timestamp``) but
+    never past ``until``, and within the last ``sample`` offsets before ``until``.
 
-    >>> _compared_range(10, 100, 50, None, None), _compared_range(10, 100, None, None, None)
-    ((10, 50), (10, 10))
-    >>> _compared_range(10, 100, 500, 40, None), _compared_range(10, 100, 50, 20, 5)
-    ((40, 100), (45, 50))
+    >>> _compared_start(10, 50, None, None), _compared_start(10, 50, 40, None)
+    (10, 40)
+    >>> _compared_start(10, 50, 60, None), _compared_start(10, 50, 20, 5)
+    (50, 45)
     """
-    until = earliest if until is None else max(earliest, min(until, end))
     start = earliest if from_time is None else min(max(earliest, from_time), until)
-    return (start if sample is None else max(start, until - sample)), until
+    return start if sample is None else max(start, until - sample)
 
 
 def _schema_ids(
