@@ -2,9 +2,9 @@
 
 The counterpart of MirrorMaker 2's ``sync.topic.configs.*`` with ``use.defaults.from=target``
 (``topicCreation.replicated.configSync`` and ``configSyncInterval``;
-docs/operations.md#topic-management). k2k copies only the configs a source topic sets itself (not the cluster's
-defaults, as MM2 does for dynamic broker configs): a target topic carries what the source
-topic chose, and the target cluster's defaults otherwise.
+docs/operations.md#topic-management). k2k copies only the configs a source topic sets
+itself (not the cluster's defaults, as MM2 does for dynamic broker configs): a target topic
+carries what the source topic chose, and the target cluster's defaults otherwise.
 
 Runs on: driver, from the planner's discovery checks; only with ``features.autoCreateTopics``
 (k2k manages the target topics then).
