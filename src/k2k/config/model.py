@@ -938,37 +938,7 @@ class PipelineConfig(K2KModel):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> PipelineConfig:
-        problems: list[Problem] = []
-        routing, selection = self.replication.sink.topic, self.replication.source.topic
-        if isinstance(routing, ExplicitTopicMap) and isinstance(selection, list):
-            chosen = self.topic_selection()
-            for index, name in enumerate(selection):
-                if name not in routing.mapping and chosen.should_replicate(name):
-                    what = "selected topic missing from replication.sink.topic.map"
-                    expected = (
-                        "an entry for every listed topic (unmapped topics are not replicated)"
-                    )
-                    problems.append(
-                        (
-                            ("replication", "source", "topic", index),
-                            describe(what, got=name, expected=expected),
-                        )
-                    )
-        if (
-            isinstance(routing, SameTopicName)
-            and self.source.bootstrap_servers() & self.target.bootstrap_servers()
-        ):
-            what = (
-                "would write every record back into the topic it was read from (source and "
-                "target share bootstrap.servers)"
-            )
-            expected = "a prefix/suffix, a static topic or a map while both clusters are the same"
-            problems.append(
-                (
-                    ("replication", "sink", "topic"),
-                    describe(what, got=routing_to_yaml(routing), expected=expected),
-                )
-            )
+        problems = self._routing_problems()
         if self.offset_mapping.topic in (
             self.coordination.commit.topic,
             self.coordination.assignment.topic,
@@ -1006,6 +976,42 @@ class PipelineConfig(K2KModel):
             )
         _raise(problems)
         return self
+
+    def _routing_problems(self) -> list[Problem]:
+        """The sink's topic routing against the source selection and the clusters: every
+        listed topic mapped, and no record written back into the topic it came from."""
+        problems: list[Problem] = []
+        routing, selection = self.replication.sink.topic, self.replication.source.topic
+        if isinstance(routing, ExplicitTopicMap) and isinstance(selection, list):
+            chosen = self.topic_selection()
+            for index, name in enumerate(selection):
+                if name not in routing.mapping and chosen.should_replicate(name):
+                    what = "selected topic missing from replication.sink.topic.map"
+                    expected = (
+                        "an entry for every listed topic (unmapped topics are not replicated)"
+                    )
+                    problems.append(
+                        (
+                            ("replication", "source", "topic", index),
+                            describe(what, got=name, expected=expected),
+                        )
+                    )
+        if (
+            isinstance(routing, SameTopicName)
+            and self.source.bootstrap_servers() & self.target.bootstrap_servers()
+        ):
+            what = (
+                "would write every record back into the topic it was read from (source and "
+                "target share bootstrap.servers)"
+            )
+            expected = "a prefix/suffix, a static topic or a map while both clusters are the same"
+            problems.append(
+                (
+                    ("replication", "sink", "topic"),
+                    describe(what, got=routing_to_yaml(routing), expected=expected),
+                )
+            )
+        return problems
 
     def _alias_problems(self) -> list[Problem]:
         """A replication policy and heartbeats name both clusters, by two different aliases
