@@ -174,65 +174,80 @@ def _job_lines(log: str) -> list[str]:
     return [line for line in log.splitlines() if line.startswith("sss:")]
 
 
+def _ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    """Each partition's end offset (retried: a topic created a moment ago may have no
+    leader yet)."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "sss-selfcheck"})
+    try:
+        for _ in range(50):
+            try:
+                return {
+                    p: c.get_watermark_offsets(TopicPartition(topic, p), 10)[1]
+                    for p in range(partitions)
+                }
+            except KafkaException:
+                time.sleep(0.2)
+        raise RuntimeError(f"no end offsets for {topic} on {bootstrap}")
+    finally:
+        c.close()
+
+
+def _read(bootstrap: str, topic: str, p: int, start: int, n: int) -> list[tuple]:
+    """Up to ``n`` records of one partition from ``start``: (key, value, headers, timestamp)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "sss-selfcheck"})
+    c.assign([TopicPartition(topic, p, start)])
+    out: list[tuple] = []
+    deadline = time.monotonic() + 30
+    while len(out) < n and time.monotonic() < deadline:
+        out.extend(
+            (m.key(), m.value(), m.headers(), m.timestamp()[1])
+            for m in c.consume(n - len(out), 1)
+            if m.error() is None
+        )
+    c.close()
+    return out
+
+
+def _produce(bootstrap: str, topic: str, start: int, count: int, partitions: int) -> None:
+    """Records ``start`` .. ``start + count``, spread over the partitions; some without a key
+    or headers, timestamps an hour old (unlike any send time)."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    base_ts = int(time.time() * 1000) - 3_600_000
+    for i in range(start, start + count):
+        key = None if i % 97 == 0 else f"key-{i}".encode()
+        headers = [] if i % 89 == 0 else [("seq", str(i).encode()), ("bin", bytes([i % 256]))]
+        while True:
+            try:
+                producer.produce(
+                    topic,
+                    value=os.urandom(100),
+                    key=key,
+                    partition=i % partitions,
+                    timestamp=base_ts + i,
+                    headers=headers,
+                )
+                break
+            except BufferError:
+                producer.poll(0.05)
+    producer.flush(60)
+
+
+_PARTITIONS = 8
+
+
 def _selfcheck(records: int, steady_records: int) -> int:
     """Copy a backlog and a trickle on a fresh local cluster pair; print what was seen.
 
     Returns 0 if every check passed. Timestamps are reported, not required: whether the sink
     can write them depends on the connector release (see bench/sss_job.py).
     """
-    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-
     from k2k.local import free_port, start_pair
-
-    def ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
-        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "sss-selfcheck"})
-        try:
-            for _ in range(50):  # a topic created a moment ago may have no leader yet
-                try:
-                    return {
-                        p: c.get_watermark_offsets(TopicPartition(topic, p), 10)[1]
-                        for p in range(partitions)
-                    }
-                except KafkaException:
-                    time.sleep(0.2)
-            raise RuntimeError(f"no end offsets for {topic} on {bootstrap}")
-        finally:
-            c.close()
-
-    def read(bootstrap: str, topic: str, p: int, start: int, n: int) -> list[tuple]:
-        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "sss-selfcheck"})
-        c.assign([TopicPartition(topic, p, start)])
-        out: list[tuple] = []
-        deadline = time.monotonic() + 30
-        while len(out) < n and time.monotonic() < deadline:
-            out.extend(
-                (m.key(), m.value(), m.headers(), m.timestamp()[1])
-                for m in c.consume(n - len(out), 1)
-                if m.error() is None
-            )
-        c.close()
-        return out
-
-    def produce(bootstrap: str, topic: str, start: int, count: int, partitions: int) -> None:
-        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-        base_ts = int(time.time() * 1000) - 3_600_000  # an hour old: unlike any send time
-        for i in range(start, start + count):
-            key = None if i % 97 == 0 else f"key-{i}".encode()
-            headers = [] if i % 89 == 0 else [("seq", str(i).encode()), ("bin", bytes([i % 256]))]
-            while True:
-                try:
-                    producer.produce(
-                        topic,
-                        value=os.urandom(100),
-                        key=key,
-                        partition=i % partitions,
-                        timestamp=base_ts + i,
-                        headers=headers,
-                    )
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-        producer.flush(60)
 
     job = SparkStructuredStreaming()
     job.setup()
@@ -240,96 +255,17 @@ def _selfcheck(records: int, steady_records: int) -> int:
         f"connector jars: {[j.name for j in job.jars or []]}; keeps timestamps: {job.keeps_timestamps}"
     )
     failures: list[str] = []
-    parts = 8
     procs: list[subprocess.Popen] = []
     with tempfile.TemporaryDirectory(prefix="sss-selfcheck-") as tmpdir:
         tmp = Path(tmpdir)
         pair = start_pair(tmp / "clusters", free_port(), free_port())
         try:
             src, dst = pair.source.bootstrap, pair.target.bootstrap
-            # -- backlog ------------------------------------------------------------
-            create_topic(src, "selfcheck", parts)
-            produce(src, "selfcheck", 0, records, parts)
-            source_ends = ends(src, "selfcheck", parts)
-            ctx = Ctx(src, dst, "selfcheck", "selfcheck-sss", parts, False, "a", tmp, procs)
-            t0 = time.monotonic()
-            job.start(ctx)
-            first = done = None
-            while procs[0].poll() is None and time.monotonic() - t0 < 600:
-                have = sum(ends(dst, ctx.dest, parts).values())
-                now = time.monotonic()
-                if have and first is None:
-                    first = now
-                if have >= records and done is None:
-                    done = now
-                time.sleep(0.1)
-            exited = time.monotonic()
-            rc = procs[0].wait(5)
-            log = (tmp / f"{ctx.dest}.log").read_text()
-            print(f"backlog: exit {rc}; job says:\n  " + "\n  ".join(_job_lines(log)))
-            target_ends = ends(dst, ctx.dest, parts)
-            if rc != 0:
-                failures.append(f"backlog job exited {rc}")
-            if target_ends != source_ends:
-                failures.append(f"per-partition counts differ: {source_ends} vs {target_ends}")
-            same = stamped = 0
-            for p, end in source_ends.items():
-                for start in (0, max(0, end - 200)):
-                    a, b = read(src, "selfcheck", p, start, 200), read(dst, ctx.dest, p, start, 200)
-                    if [r[:3] for r in a] != [r[:3] for r in b] or not a:
-                        failures.append(f"partition {p} from {start}: records differ")
-                    same += len(a)
-                    stamped += sum(x[3] == y[3] for x, y in zip(a, b, strict=False))
-            print(
-                f"backlog: {sum(target_ends.values()):,} of {records:,} records; "
-                f"{same} sampled records compared (key, value, headers); "
-                f"timestamps kept on {stamped} of {same}"
-            )
-            if first is not None and done is not None:
-                print(
-                    f"backlog: start -> first record on target {first - t0:.1f} s; "
-                    f"copy (first -> last) {done - first:.1f} s "
-                    f"({records / max(done - first, 1e-3):,.0f} records/s); "
-                    f"start -> exit {exited - t0:.1f} s"
-                )
-            # -- steady -------------------------------------------------------------
+            ctx = Ctx(src, dst, "selfcheck", "selfcheck-sss", _PARTITIONS, False, "a", tmp, procs)
+            failures += _check_backlog(job, ctx, records)
             procs.clear()
-            create_topic(src, "trickle", parts)
-            ctx = Ctx(src, dst, "trickle", "trickle-sss", parts, True, "b", tmp, procs)
-            t0 = time.monotonic()
-            job.start(ctx)
-            warm = 0
-            while sum(ends(dst, ctx.dest, parts).values()) == 0:
-                if procs[0].poll() is not None or time.monotonic() - t0 > 300:
-                    failures.append("steady job never became ready")
-                    break
-                produce(src, "trickle", warm, parts, parts)
-                warm += parts
-                time.sleep(1)
-            ready = time.monotonic()
-            print(f"steady: first record through after {ready - t0:.1f} s")
-            produce(src, "trickle", warm, steady_records, parts)
-            sent = time.monotonic()
-            want = ends(src, "trickle", parts)
-            while ends(dst, ctx.dest, parts) != want and time.monotonic() - sent < 120:
-                time.sleep(0.05)
-            arrived = time.monotonic()
-            if ends(dst, ctx.dest, parts) != want:
-                failures.append("steady: records did not all arrive within 120 s")
-            print(
-                f"steady: {steady_records} records all on target {arrived - sent:.2f} s after sent"
-            )
-            procs[0].send_signal(signal.SIGTERM)
-            term = time.monotonic()
-            try:
-                rc = procs[0].wait(60)
-                print(f"steady: exit {rc} {time.monotonic() - term:.1f} s after SIGTERM")
-                log = (tmp / f"{ctx.dest}.log").read_text()
-                print("steady: job says:\n  " + "\n  ".join(_job_lines(log)))
-                if time.monotonic() - term > 30 or rc != 0:
-                    failures.append(f"steady: SIGTERM -> exit {rc} took too long or failed")
-            except subprocess.TimeoutExpired:
-                failures.append("steady: still running 60 s after SIGTERM")
+            ctx = Ctx(src, dst, "trickle", "trickle-sss", _PARTITIONS, True, "b", tmp, procs)
+            failures += _check_steady(job, ctx, steady_records)
         finally:
             for p in procs:
                 if p.poll() is None:
@@ -340,6 +276,98 @@ def _selfcheck(records: int, steady_records: int) -> int:
         print(f"FAIL: {f}")
     print("selfcheck: " + ("FAILED" if failures else "passed"))
     return 1 if failures else 0
+
+
+def _check_backlog(job: SparkStructuredStreaming, ctx: Ctx, records: int) -> list[str]:
+    """The job copies a backlog of ``records``: per-partition counts equal, the first and
+    last 200 records of each partition equal (key, value, headers); what failed."""
+    failures: list[str] = []
+    src, dst, parts = ctx.source, ctx.target, ctx.partitions
+    create_topic(src, ctx.topic, parts)
+    _produce(src, ctx.topic, 0, records, parts)
+    source_ends = _ends(src, ctx.topic, parts)
+    t0 = time.monotonic()
+    job.start(ctx)
+    first = done = None
+    while ctx.procs[0].poll() is None and time.monotonic() - t0 < 600:
+        have = sum(_ends(dst, ctx.dest, parts).values())
+        now = time.monotonic()
+        if have and first is None:
+            first = now
+        if have >= records and done is None:
+            done = now
+        time.sleep(0.1)
+    exited = time.monotonic()
+    rc = ctx.procs[0].wait(5)
+    log = (ctx.tmp / f"{ctx.dest}.log").read_text()
+    print(f"backlog: exit {rc}; job says:\n  " + "\n  ".join(_job_lines(log)))
+    target_ends = _ends(dst, ctx.dest, parts)
+    if rc != 0:
+        failures.append(f"backlog job exited {rc}")
+    if target_ends != source_ends:
+        failures.append(f"per-partition counts differ: {source_ends} vs {target_ends}")
+    same = stamped = 0
+    for p, end in source_ends.items():
+        for start in (0, max(0, end - 200)):
+            a, b = _read(src, ctx.topic, p, start, 200), _read(dst, ctx.dest, p, start, 200)
+            if [r[:3] for r in a] != [r[:3] for r in b] or not a:
+                failures.append(f"partition {p} from {start}: records differ")
+            same += len(a)
+            stamped += sum(x[3] == y[3] for x, y in zip(a, b, strict=False))
+    print(
+        f"backlog: {sum(target_ends.values()):,} of {records:,} records; "
+        f"{same} sampled records compared (key, value, headers); "
+        f"timestamps kept on {stamped} of {same}"
+    )
+    if first is not None and done is not None:
+        print(
+            f"backlog: start -> first record on target {first - t0:.1f} s; "
+            f"copy (first -> last) {done - first:.1f} s "
+            f"({records / max(done - first, 1e-3):,.0f} records/s); "
+            f"start -> exit {exited - t0:.1f} s"
+        )
+    return failures
+
+
+def _check_steady(job: SparkStructuredStreaming, ctx: Ctx, steady_records: int) -> list[str]:
+    """The streaming job passes a trickle of ``steady_records`` through and stops on
+    SIGTERM within 30 s; what failed."""
+    failures: list[str] = []
+    src, dst, parts = ctx.source, ctx.target, ctx.partitions
+    create_topic(src, ctx.topic, parts)
+    t0 = time.monotonic()
+    job.start(ctx)
+    warm = 0
+    while sum(_ends(dst, ctx.dest, parts).values()) == 0:
+        if ctx.procs[0].poll() is not None or time.monotonic() - t0 > 300:
+            failures.append("steady job never became ready")
+            break
+        _produce(src, ctx.topic, warm, parts, parts)
+        warm += parts
+        time.sleep(1)
+    ready = time.monotonic()
+    print(f"steady: first record through after {ready - t0:.1f} s")
+    _produce(src, ctx.topic, warm, steady_records, parts)
+    sent = time.monotonic()
+    want = _ends(src, ctx.topic, parts)
+    while _ends(dst, ctx.dest, parts) != want and time.monotonic() - sent < 120:
+        time.sleep(0.05)
+    arrived = time.monotonic()
+    if _ends(dst, ctx.dest, parts) != want:
+        failures.append("steady: records did not all arrive within 120 s")
+    print(f"steady: {steady_records} records all on target {arrived - sent:.2f} s after sent")
+    ctx.procs[0].send_signal(signal.SIGTERM)
+    term = time.monotonic()
+    try:
+        rc = ctx.procs[0].wait(60)
+        print(f"steady: exit {rc} {time.monotonic() - term:.1f} s after SIGTERM")
+        log = (ctx.tmp / f"{ctx.dest}.log").read_text()
+        print("steady: job says:\n  " + "\n  ".join(_job_lines(log)))
+        if time.monotonic() - term > 30 or rc != 0:
+            failures.append(f"steady: SIGTERM -> exit {rc} took too long or failed")
+    except subprocess.TimeoutExpired:
+        failures.append("steady: still running 60 s after SIGTERM")
+    return failures
 
 
 def main(argv: list[str] | None = None) -> int:
