@@ -44,6 +44,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -671,6 +672,28 @@ def run_verify(c: Contender, w: Backlog, ctx: Ctx, limit: float) -> Result:
     return res
 
 
+def start_probe(env: Env, topic: str, expect: int, out: Path, limit_s: float) -> subprocess.Popen:
+    """The latency probe (``bench/latency.py``, its own process) on the target ``topic``: it
+    writes a ready file beside ``out`` once it reads, and its figures to ``out``."""
+    argv = [sys.executable, "-m", "bench.latency", "--target", env.target, "--topic", topic]
+    argv += ["--partitions", str(PARTITIONS), "--expect", str(expect)]
+    argv += ["--out", str(out), "--limit", str(limit_s)]
+    return subprocess.Popen(argv, cwd=ROOT)
+
+
+def latency_figures(env: Env, res: Result, out: Path) -> dict[str, Any]:
+    """The probe's figures (none if it wrote none), its p50 and p99 put in ``res``, and
+    the window appended to the run's ``latency.jsonl``."""
+    figures = json.loads(out.read_text()) if out.is_file() else {}
+    res.p50_ms = figures.get("p50_ms")
+    res.p99_ms = figures.get("p99_ms")
+    line = {"contender": res.contender, "workload": res.workload, "jit_s": res.jit_s}
+    line |= {"steal_pct": res.steal_pct, **figures}
+    with (env.tmp / "latency.jsonl").open("a") as f:
+        f.write(json.dumps(line) + "\n")
+    return figures
+
+
 def run_steady(c: Contender, s: Steady, env: Env) -> Result:
     run = uuid.uuid4().hex[:6]
     topic = f"steady-{s.rate}-{run}"
@@ -703,26 +726,7 @@ def run_steady(c: Contender, s: Steady, env: Env) -> Result:
                 return res
             writer.warmup()
             time.sleep(1)  # one warm-up round per second; readiness is polled meanwhile
-        probe = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "bench.latency",
-                "--target",
-                env.target,
-                "--topic",
-                ctx.dest,
-                "--partitions",
-                str(PARTITIONS),
-                "--expect",
-                str(expect),
-                "--out",
-                str(out),
-                "--limit",
-                str(s.seconds + 120),
-            ],
-            cwd=ROOT,
-        )
+        probe = start_probe(env, ctx.dest, expect, out, s.seconds + 120)
         while not out.with_suffix(".ready").exists():
             if time.monotonic() - started > 360 or probe.poll() is not None:
                 res.note = "latency probe never became ready"
@@ -746,21 +750,7 @@ def run_steady(c: Contender, s: Steady, env: Env) -> Result:
         monitor.stop()
         res.wall = time.monotonic() - started
         res.peak_rss_mb = monitor.peak_rss / 2**20
-    figures = json.loads(out.read_text()) if out.is_file() else {}
-    res.p50_ms = figures.get("p50_ms")
-    res.p99_ms = figures.get("p99_ms")
-    (env.tmp / "latency.jsonl").open("a").write(
-        json.dumps(
-            {
-                "contender": c.name,
-                "workload": s.name,
-                "jit_s": res.jit_s,
-                "steal_pct": res.steal_pct,
-                **figures,
-            }
-        )
-        + "\n"
-    )
+    figures = latency_figures(env, res, out)
     received, dups = figures.get("received", 0), figures.get("duplicates", 0)
     res.complete = received == expect
     if not res.complete:
