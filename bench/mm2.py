@@ -385,7 +385,27 @@ def _check_one(
     contender.start(ctx)
     proc = ctx.procs[0]
     print("   " + " ".join(proc.args))
-    # Wait for the topic MM2 creates, then count committed records as they arrive.
+    late = _await_copy(proc, target, dest, want, run, started)
+    problems += [late] if late else []
+    problems += _stop(proc)
+    if not late:
+        problems += _check_content(target, dest, expected)
+    log = ctx.tmp / f"mm2-{run}.log"
+    errors = [line for line in log.read_text(errors="replace").splitlines() if " ERROR " in line]
+    print(f"   log {log}: {len(errors)} ERROR lines")
+    for line in errors[:5]:
+        print(f"     {line[:240]}")
+    for problem in problems:
+        print(f"   FAIL: {problem}")
+    return 1 if problems else 0
+
+
+def _await_copy(
+    proc: subprocess.Popen, target: str, dest: str, want: dict[int, int], run: str, started: float
+) -> str | None:
+    """Wait (up to 180 s from ``started``) for the topic MM2 creates, then count committed
+    records as they arrive; None once every partition reached its count, else what is
+    missing."""
     c = Consumer(
         {
             "bootstrap.servers": target,
@@ -413,44 +433,46 @@ def _check_one(
             t_done = time.monotonic()
             break
     c.close()
-    if t_done is None:
-        problems.append(f"not copied in time: {sum(seen.values()):,} of {sum(want.values()):,}")
-    else:
-        print(
-            f"   target topic created after {t_topic - started:.1f} s, first record after "
-            f"{t_first - started:.1f} s, all {sum(want.values()):,} after "
-            f"{t_done - started:.1f} s (copy {t_done - t_first:.2f} s)"
-        )
-    # Stop as the harness does, and time the clean shutdown.
+    if t_done is None or t_topic is None or t_first is None:
+        return f"not copied in time: {sum(seen.values()):,} of {sum(want.values()):,}"
+    print(
+        f"   target topic created after {t_topic - started:.1f} s, first record after "
+        f"{t_first - started:.1f} s, all {sum(want.values()):,} after "
+        f"{t_done - started:.1f} s (copy {t_done - t_first:.2f} s)"
+    )
+    return None
+
+
+def _stop(proc: subprocess.Popen) -> list[str]:
+    """Stop as the harness does (SIGTERM) and time the clean shutdown; what failed."""
     stop_at = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     try:
         code = proc.wait(60)
         print(f"   SIGTERM: exited with {code} after {time.monotonic() - stop_at:.1f} s")
+        return []
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-        problems.append("did not exit within 60 s of SIGTERM (killed)")
-    if t_done is not None:
-        got = _read_all(target, dest, 8, "read_committed")
-        if got != expected:
-            bad = [p for p in expected if got[p] != expected[p]]
-            problems.append(
-                f"content differs in partitions {bad} (counts {[len(got[p]) for p in bad]})"
-            )
-        raw = _read_all(target, dest, 8, "read_uncommitted")
-        if any(v.startswith(b"ABORTED") for recs in raw.values() for _, v, _, _ in recs):
-            problems.append("records of the aborted source transaction reached the target")
-        extra = sum(map(len, raw.values())) - sum(want.values())
-        print(f"   content identical: {got == expected}; read_uncommitted extra records: {extra}")
-    log = ctx.tmp / f"mm2-{run}.log"
-    errors = [line for line in log.read_text(errors="replace").splitlines() if " ERROR " in line]
-    print(f"   log {log}: {len(errors)} ERROR lines")
-    for line in errors[:5]:
-        print(f"     {line[:240]}")
-    for problem in problems:
-        print(f"   FAIL: {problem}")
-    return 1 if problems else 0
+        return ["did not exit within 60 s of SIGTERM (killed)"]
+
+
+def _check_content(target: str, dest: str, expected: dict[int, list]) -> list[str]:
+    """The copy's committed records equal ``expected`` partition by partition, and none of
+    the aborted source transaction's records reached the target; what failed."""
+    problems: list[str] = []
+    got = _read_all(target, dest, 8, "read_committed")
+    if got != expected:
+        bad = [p for p in expected if got[p] != expected[p]]
+        problems.append(
+            f"content differs in partitions {bad} (counts {[len(got[p]) for p in bad]})"
+        )
+    raw = _read_all(target, dest, 8, "read_uncommitted")
+    if any(v.startswith(b"ABORTED") for recs in raw.values() for _, v, _, _ in recs):
+        problems.append("records of the aborted source transaction reached the target")
+    extra = sum(map(len, raw.values())) - sum(map(len, expected.values()))
+    print(f"   content identical: {got == expected}; read_uncommitted extra records: {extra}")
+    return problems
 
 
 def main() -> None:
