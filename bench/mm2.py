@@ -36,6 +36,7 @@ from typing import ClassVar
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from bench.contender import Contender, Ctx, create_topic
+from k2k.kafka.produce import produce_when_room
 from k2k.local import (
     KAFKA_VERSION,
     ensure_kafka_installed,
@@ -308,19 +309,9 @@ def _load(bootstrap: str, topic: str, records: int) -> None:
                 headers = [("h", b"x%d" % i), ("dup", b"1"), ("dup", b"2"), ("empty", b"")]
                 if i % 14 == 0:
                     headers.append(("nil", None))
-            while True:
-                try:
-                    producer.produce(
-                        topic,
-                        tag + rng.randbytes(100 - len(tag)),
-                        None if i % 11 == 0 else b"k%d" % i,
-                        partition=i % 8,
-                        timestamp=base_ts + i,
-                        headers=headers,
-                    )
-                    break
-                except BufferError:
-                    producer.poll(0.05)
+            value = tag + rng.randbytes(100 - len(tag))
+            key = None if i % 11 == 0 else b"k%d" % i
+            produce_when_room(producer, topic, value, key, i % 8, None, None, base_ts + i, headers)
         producer.flush(60)
 
     half = records // 2

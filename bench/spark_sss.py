@@ -217,24 +217,17 @@ def _produce(bootstrap: str, topic: str, start: int, count: int, partitions: int
     or headers, timestamps an hour old (unlike any send time)."""
     from confluent_kafka import Producer
 
+    from k2k.kafka.produce import produce_when_room
+
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     base_ts = int(time.time() * 1000) - 3_600_000
     for i in range(start, start + count):
         key = None if i % 97 == 0 else f"key-{i}".encode()
         headers = [] if i % 89 == 0 else [("seq", str(i).encode()), ("bin", bytes([i % 256]))]
-        while True:
-            try:
-                producer.produce(
-                    topic,
-                    value=os.urandom(100),
-                    key=key,
-                    partition=i % partitions,
-                    timestamp=base_ts + i,
-                    headers=headers,
-                )
-                break
-            except BufferError:
-                producer.poll(0.05)
+        value = os.urandom(100)
+        produce_when_room(
+            producer, topic, value, key, i % partitions, None, None, base_ts + i, headers
+        )
     producer.flush(60)
 
 
