@@ -234,8 +234,8 @@ def preload(bootstrap: str, topic: str, records: int, value_size: int) -> dict[i
     return end_offsets(bootstrap, topic)
 
 
-#: How long the target's transaction code is warmed up before the contenders run (when one
-#: of them writes transactions).
+#: How long the target's transaction code is warmed up before W2-only runs (when a contender
+#: writes transactions).
 TXN_WARMUP_S = 30.0
 
 
@@ -244,9 +244,9 @@ def warm_transactions(bootstrap: str, seconds: float) -> None:
 
     The backlog warm-up copies without transactions, so the broker's transaction paths
     (coordinator, partition registration, markers, the last stable offset) were still
-    cold when the first exactly-once contender ran (W1 and W2). W2's other cold paths and
-    the brokers' JIT are left to :func:`warm_brokers_for_steady` (run S in
-    docs/benchmarks.md).
+    cold when the first exactly-once contender ran. Needed only without W1, whose
+    :func:`warm_up_round` warms them; W2's other cold paths and the brokers' JIT are left to
+    :func:`warm_brokers_for_steady` (run S in docs/benchmarks.md).
     """
     topic, progress = "bench-warmup-txn", "bench-warmup-txn-progress"
     create_topic(bootstrap, topic, PARTITIONS)
