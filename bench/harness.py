@@ -840,7 +840,8 @@ _W1_COMPARISONS = (
 
 
 def ratios(results: list[Result]) -> list[str]:
-    """The summary lines; the last is ``ratio vs MirrorMaker 2: ...`` when both ran.
+    """The summary lines; the last are ``ratio vs MirrorMaker 2, <workload>: ...``, one per
+    W1 workload both ran.
 
     With ``--rounds`` a contender has several complete runs of a workload: the lines
     compare their medians."""
@@ -849,7 +850,7 @@ def ratios(results: list[Result]) -> list[str]:
         if r.complete:
             runs.setdefault((r.contender, r.workload), []).append(r.rate)
 
-    def rate(name: str, workload: str = "W1-100B") -> float:
+    def rate(name: str, workload: str) -> float:
         rates = runs.get((name, workload))
         return statistics.median(rates) if rates else 0.0
 
@@ -877,13 +878,14 @@ def ratios(results: list[Result]) -> list[str]:
                 f"{copy:.1f} s = {v / copy:.0%}{medians}"
             )
     out.extend(cpu_per_million(results, K2KAtLeastOnce.name, BareLoop.name))
-    k_alo, m_alo = rate(K2KAtLeastOnce.name), rate(MirrorMaker2AtLeastOnce.name)
-    if k_alo and m_alo:
-        line = f"ratio vs MirrorMaker 2: at-least-once {k_alo / m_alo:.2f}"
-        k_eos, m_eos = rate(K2KExactlyOnce.name), rate(MirrorMaker2ExactlyOnce.name)
-        if k_eos and m_eos:
-            line += f", exactly-once {k_eos / m_eos:.2f}"
-        out.append(line)
+    for w in w1:
+        k_alo, m_alo = rate(K2KAtLeastOnce.name, w), rate(MirrorMaker2AtLeastOnce.name, w)
+        if k_alo and m_alo:
+            line = f"ratio vs MirrorMaker 2, {w}: at-least-once {k_alo / m_alo:.2f}"
+            k_eos, m_eos = rate(K2KExactlyOnce.name, w), rate(MirrorMaker2ExactlyOnce.name, w)
+            if k_eos and m_eos:
+                line += f", exactly-once {k_eos / m_eos:.2f}"
+            out.append(line)
     return out
 
 
