@@ -125,6 +125,16 @@ class Plan:
     #: The W2 broker warm-up's window (:func:`warm_brokers_for_steady`): the brokers'
     #: compilers were busy for about 50 s of the first W2 contender's run without it.
     steady_warmup_s: float
+    #: W1 copies of each workload per contender, unless ``--rounds`` says otherwise.
+    rounds: int = 1
+    #: The W1 warm-up round copies this many records of each workload's record size instead
+    #: of the workload itself (None: the workload itself).
+    warm_up_round_records: int | None = None
+
+    def warm_up_workload(self, w: Backlog) -> Backlog:
+        """What each contender copies, unmeasured, before the measured rounds of ``w``."""
+        n = self.warm_up_round_records
+        return w if n is None or n >= w.records else Backlog(f"{w.name}-warm-up", n, w.value_size)
 
 
 FULL = Plan(
@@ -135,11 +145,19 @@ FULL = Plan(
 )
 #: Quick mode's contenders unless ``--only`` names others: the ones the headline ratios are of.
 QUICK_CONTENDERS = ("k2k", "k2k-eos", "mm2", "bare")
-#: With :data:`QUICK_CONTENDERS`: one backlog and one steady rate (its run time:
-#: docs/benchmarks.md#quick-mode).
-#: The backlog is the full run's W1-100B, so its figures are the full run's (a shorter copy
-#: is dominated by its ramp, e.g. one runner starting before the other: docs/benchmarks.md).
-QUICK = Plan((FULL.backlog[0],), (Steady(5_000, 10, 5),), 200_000, 20)
+#: With :data:`QUICK_CONTENDERS`: the full run's W1-100B, two rounds after a warm-up round of
+#: 1M records; the W2 rate only with ``--skip-backlog`` (run time and why:
+#: docs/benchmarks.md#quick-mode). The backlog is the full run's, so its figures are the
+#: full run's (a shorter copy is dominated by its ramp, e.g. one runner starting before the
+#: other), and two rounds because single copies differ by up to a third.
+QUICK = Plan(
+    (FULL.backlog[0],),
+    (Steady(5_000, 10, 5),),
+    200_000,
+    20,
+    rounds=2,
+    warm_up_round_records=1_000_000,
+)
 
 
 @dataclass
@@ -962,8 +980,13 @@ def run_workloads(
         run_backlog(BareLoopTransactional(), warm, env, ends, args.timeout)
     for w in () if args.skip_backlog else plan.backlog:
         ends = preload(env.source, w.topic, w.records, w.value_size)
-        warm_up_round(chosen, w, env, ends, args.timeout)
-        for c in backlog_order(chosen, args.rounds):
+        warm_up = plan.warm_up_workload(w)
+        if warm_up == w:
+            warm_up_round(chosen, w, env, ends, args.timeout)
+        else:
+            warm_ends = preload(env.source, warm_up.topic, warm_up.records, warm_up.value_size)
+            warm_up_round(chosen, warm_up, env, warm_ends, args.timeout)
+        for c in backlog_order(chosen, plan.rounds):
             verified: list[Result] | None = [] if args.verify else None
             r = run_backlog(c, w, env, ends, args.timeout, verified)
             results.append(r)
@@ -1023,8 +1046,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--quick",
         action="store_true",
-        help=f"one W1 and one W2 workload, by default for {','.join(QUICK_CONTENDERS)} only "
-        "(a few minutes: docs/benchmarks.md#quick-mode)",
+        help=f"W1 5M x 100 B, two rounds, by default for {','.join(QUICK_CONTENDERS)} only; "
+        "with --skip-backlog one short W2 rate instead (a few minutes: "
+        "docs/benchmarks.md#quick-mode)",
     )
     ap.add_argument(
         "--only",
@@ -1052,10 +1076,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--rounds",
         type=int,
-        default=1,
         metavar="N",
         help="W1: copy each workload N times per contender, in alternating order, and compare "
-        "the median figures (one 1 KB copy lasts under 10 s, and single runs swing by 20 %%)",
+        "the median figures (one 1 KB copy lasts under 10 s, and single runs swing by 20 %%); "
+        "default 1, with --quick 2",
     )
     ap.add_argument(
         "--workloads",
@@ -1089,7 +1113,7 @@ def chosen_and_plan(
 ) -> tuple[list[Contender], Plan]:
     """The contenders and the plan the arguments ask for (argument errors exit here)."""
     keys = [c.key for c in CONTENDERS]
-    if args.rounds < 1:
+    if args.rounds is not None and args.rounds < 1:
         ap.error(f"--rounds: expected a whole number of at least 1, got {args.rounds}")
     if args.records is not None and args.records < 1:
         ap.error(f"--records: expected a whole number of at least 1, got {args.records}")
@@ -1100,6 +1124,10 @@ def chosen_and_plan(
         ap.error(f"--only: unknown contender(s) {', '.join(unknown)}; known: {', '.join(keys)}")
     chosen = [cls() for cls in CONTENDERS if cls.key in wanted]
     plan = QUICK if args.quick else FULL
+    if args.rounds is not None:
+        plan = dataclasses.replace(plan, rounds=args.rounds)
+    if args.quick and not args.skip_backlog:
+        plan = dataclasses.replace(plan, steady=())  # quick mode runs W1 or W2, not both
     if args.workloads:
         names = {w.strip() for w in args.workloads.split(",")}
         known = [w.name for w in plan.backlog]
