@@ -981,11 +981,12 @@ def run_workloads(
     for w in () if args.skip_backlog else plan.backlog:
         ends = preload(env.source, w.topic, w.records, w.value_size)
         warm_up = plan.warm_up_workload(w)
-        if warm_up == w:
-            warm_up_round(chosen, w, env, ends, args.timeout)
-        else:
-            warm_ends = preload(env.source, warm_up.topic, warm_up.records, warm_up.value_size)
-            warm_up_round(chosen, warm_up, env, warm_ends, args.timeout)
+        warm_ends = (
+            ends
+            if warm_up == w
+            else preload(env.source, warm_up.topic, warm_up.records, warm_up.value_size)
+        )
+        warm_up_round(chosen, warm_up, env, warm_ends, args.timeout)
         for c in backlog_order(chosen, plan.rounds):
             verified: list[Result] | None = [] if args.verify else None
             r = run_backlog(c, w, env, ends, args.timeout, verified)
