@@ -1,6 +1,6 @@
 """What bidirectional replication's loop breaker costs the copy loop, per record.
 
-In-process, no brokers: the copier (:class:`k2k.pipeline.copier.RecordCopier`) copies
+In-process, no brokers: the copier (:class:`k2k.pipeline.task.copier.RecordCopier`) copies
 batches of real ``confluent_kafka.Message`` objects (100 B values, ``partition: source``,
 one run per batch) into a producer whose ``produce`` does nothing, so what is timed is k2k's
 own Python work per record; a real produce adds its own cost on top, equal in every case.
@@ -20,7 +20,7 @@ from typing import Any
 
 from confluent_kafka import Message
 
-from k2k.pipeline.copier import RecordCopier
+from k2k.pipeline.task.copier import RecordCopier
 from k2k.stages import SourcePartition, TopicPlan
 from k2k.stages.bidirectional import LoopMarker
 

@@ -44,7 +44,7 @@ __all__ = [
 
 
 _SPARK_ONCE = (
-    "from k2k.pipeline.spark import start_spark, stop_spark; "
+    "from k2k.spark.session import start_spark, stop_spark; "
     "stop_spark(start_spark('k2k-bench-setup', 'local[2]', {}))"
 )
 

@@ -1,6 +1,6 @@
 """What the per-run observer hook costs the copy loop.
 
-One runner (``k2k.pipeline.runner.Runner``, in-process, no Spark) copies a backlog of
+One runner (``k2k.pipeline.task.runner.Runner``, in-process, no Spark) copies a backlog of
 ``--records`` x 100 B from an 8-partition source topic into a fresh target topic, in both
 delivery modes, with no observer (the fast path), with an observer that only counts the
 runs it is told about (every run then carries callbacks on its first and last record), and
@@ -27,10 +27,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from bench.harness import preload
 from k2k.kafka.factory import consumer_settings, producer_settings
 from k2k.local import free_port, start_pair
-from k2k.pipeline.mappings import MappingPublisher
-from k2k.pipeline.observe import ProducedRun
 from k2k.pipeline.plan import LeaseSpec, PartitionRange, RunnerGroup
-from k2k.pipeline.runner import Runner
+from k2k.pipeline.task.mappings import MappingPublisher
+from k2k.pipeline.task.observe import ProducedRun
+from k2k.pipeline.task.runner import Runner
 from k2k.stages import SourcePartition, TopicPlan
 
 PARTITIONS = 8

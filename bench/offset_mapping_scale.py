@@ -26,9 +26,9 @@ from bench.observer_cost import _create, runner_spec
 from k2k.config.loader import build_offset_mapping_app
 from k2k.local import free_port, start_pair
 from k2k.offsetmapping.app import OffsetMappingApp
-from k2k.pipeline.mappings import MappingPublisher
 from k2k.pipeline.plan import PartitionRange, RunnerGroup
-from k2k.pipeline.runner import Runner
+from k2k.pipeline.task.mappings import MappingPublisher
+from k2k.pipeline.task.runner import Runner
 
 PARTITIONS = 24
 MAPPING_PARTITIONS = 6

@@ -29,7 +29,7 @@ from typing import Any
 from confluent_kafka import KafkaException, Message
 
 from k2k.errors import K2KError
-from k2k.pipeline.copier import RecordCopier
+from k2k.pipeline.task.copier import RecordCopier
 from k2k.schemamapping import SchemaIdRewrite, SchemaMapper
 from k2k.schemamapping.registry import RegistryEndpoint, SchemaRecord
 from k2k.stages import SourcePartition, TopicPlan

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 ROOT = Path(__file__).resolve().parents[1]
-QUIET_LOG = ROOT / "src/k2k/pipeline/spark-log4j2.properties"
+QUIET_LOG = ROOT / "src/k2k/pipeline/log4j2.properties"
 
 #: Producer settings, comparable to k2k's (src/k2k/clients/factory.py) in the Java client's
 #: terms: durable acknowledgements, retry-safe ordering, batching by size and a short linger.

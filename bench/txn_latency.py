@@ -25,7 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.latency import percentile
 from k2k.local import free_port, start_pair
-from k2k.pipeline.commit.transactions import TransactionPair
+from k2k.pipeline.task.commit.transactions import TransactionPair
 
 BATCH_S = 0.1
 PARTITIONS = 4

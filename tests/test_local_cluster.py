@@ -19,9 +19,9 @@ import pytest
 from click.testing import CliRunner
 from confluent_kafka.admin import AdminClient
 
+from k2k.cli.local import local
 from k2k.errors import LocalClusterError
 from k2k.local import KAFKA_VERSION, LocalCluster, ensure_kafka_installed, find_java, free_port
-from k2k.local.cli import local
 from tests.kafkautil import (
     Rec,
     create_topic,

@@ -31,7 +31,7 @@ from k2k.config import PipelineConfig, load_pipeline
 from k2k.coordination.assignment import member_name_problem
 from k2k.errors import ConfigError
 from k2k.observability.stats import PipelineStats
-from k2k.pipeline.planner import Planner
+from k2k.pipeline.driver.planner import Planner
 from k2k.verify.job import VerifyReport, run_verify
 
 if TYPE_CHECKING:

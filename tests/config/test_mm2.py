@@ -17,7 +17,7 @@ from k2k.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench" / "mm2"
-K2K = [sys.executable, "-m", "k2k.cli"]
+K2K = [sys.executable, "-m", "k2k"]
 
 BASE = """\
 clusters = A, B

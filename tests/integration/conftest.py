@@ -17,11 +17,11 @@ from k2k.config.loader import deep_merge
 from k2k.coordination.progress import ProgressStore
 from k2k.local import LocalCluster, free_port
 from k2k.observability.stats import PipelineStats
-from k2k.pipeline.planner import Planner
+from k2k.pipeline.driver.planner import Planner
 from tests.integration.tlsbroker import tls_broker  # noqa: F401 (the shared TLS broker)
 from tests.kafkautil import eventually, read_all
 
-K2K = [sys.executable, "-m", "k2k.cli"]
+K2K = [sys.executable, "-m", "k2k"]
 
 #: Record timestamps for tests: an hour ago. Never a fixed date: brokers delete records
 #: older than their retention (7 days by default) within ~30 s of starting.
@@ -34,7 +34,7 @@ def spark():
     SparkContext)."""
     from pyspark.sql import SparkSession
 
-    from k2k.pipeline.spark import start_spark, stop_spark
+    from k2k.spark.session import start_spark, stop_spark
 
     sc = start_spark("k2k-tests", "local[2]", {})
     yield SparkSession(sc)

@@ -27,11 +27,11 @@ from k2k.coordination.assignment import producer_ids
 from k2k.errors import Unavailable
 from k2k.kafka.factory import producer_settings
 from k2k.kafka.faults import Outcome, classify, fatal_cause
-from k2k.pipeline.commit.exactly_once import ExactlyOnce, start_transactional_producers
-from k2k.pipeline.commit.ledger import ProgressLedger
-from k2k.pipeline.commit.transactions import TransactionPair
-from k2k.pipeline.faults import RunnerFaults
 from k2k.pipeline.plan import LeaseSpec, PartitionRange
+from k2k.pipeline.task.commit.exactly_once import ExactlyOnce, start_transactional_producers
+from k2k.pipeline.task.commit.ledger import ProgressLedger
+from k2k.pipeline.task.commit.transactions import TransactionPair
+from k2k.pipeline.task.faults import RunnerFaults
 from tests.integration.eos_util import progress_history
 from tests.kafkautil import create_topic, end_offsets, eventually, list_topics, read_all
 

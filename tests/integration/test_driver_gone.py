@@ -14,7 +14,7 @@ import pytest
 
 from k2k.pipeline.channel import LeaseControl
 from k2k.pipeline.plan import PartitionRange, RunnerGroup, RunnerSummary
-from k2k.pipeline.runner import Runner
+from k2k.pipeline.task.runner import Runner
 from k2k.stages import SourcePartition, TopicPlan
 from tests.integration.conftest import committed_progress
 from tests.integration.inprocess import inprocess_spec

@@ -46,9 +46,9 @@ from k2k.formats.offset_mapping import RunEncoder
 from k2k.local import free_port
 from k2k.offsetmapping.app import OffsetMappingApp, PassReport
 from k2k.offsetmapping.translate import plan_group
-from k2k.pipeline.mappings import MappingPublisher, mapping_partition
 from k2k.pipeline.plan import PartitionRange, RunnerGroup
-from k2k.pipeline.runner import Runner
+from k2k.pipeline.task.mappings import MappingPublisher, mapping_partition
+from k2k.pipeline.task.runner import Runner
 from k2k.stages import KeyHash, SourcePartition, TopicPlan
 from tests.integration.conftest import k2k_cli
 from tests.integration.inprocess import inprocess_spec

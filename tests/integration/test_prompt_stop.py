@@ -8,7 +8,7 @@ import time
 import pytest
 
 from k2k.config import load_pipeline
-from k2k.controltopics import assignment_member, ensure_control_topics
+from k2k.coordination.controltopics import assignment_member, ensure_control_topics
 from k2k.formats.assignment import MemberRecord
 from k2k.kafka.admin import ClusterView
 from tests.integration.conftest import pipeline_dict, write_pipeline

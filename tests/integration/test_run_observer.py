@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from k2k.pipeline.observe import ProducedRun
 from k2k.pipeline.plan import PartitionRange, RunnerGroup
-from k2k.pipeline.runner import Runner
+from k2k.pipeline.task.observe import ProducedRun
+from k2k.pipeline.task.runner import Runner
 from k2k.stages import KeyHash, SourcePartition, TopicPlan
 from tests.integration.inprocess import inprocess_spec
 from tests.kafkautil import (

@@ -32,7 +32,7 @@ from k2k.config import load_pipeline
 from k2k.errors import ReplicationError, SchemaMappingError
 from k2k.local import free_port
 from k2k.local.registry import LocalRegistry, start_registry, wait_ready
-from k2k.pipeline.planner import Planner
+from k2k.pipeline.driver.planner import Planner
 from k2k.verify.job import run_verify
 from tests.integration.conftest import (
     BASE_TS,

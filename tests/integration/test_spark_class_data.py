@@ -10,14 +10,14 @@ import sys
 
 import pytest
 
-from k2k.pipeline.classdata import ARCHIVE_DIR
+from k2k.spark.classdata import ARCHIVE_DIR
 
 pytestmark = pytest.mark.integration
 
 _START_AND_STOP = """
 import json, psutil
 from pyspark import SparkContext
-from k2k.pipeline.spark import start_spark, stop_spark
+from k2k.spark.session import start_spark, stop_spark
 sc = start_spark("class-data", "local[1]", {})
 total = sc.parallelize(range(10), 2).sum()
 jvm = SparkContext._gateway.proc

@@ -23,8 +23,8 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 from k2k.config import load_pipeline
 from k2k.coordination.progress import ProgressStore
 from k2k.errors import K2KError, ReplicationError
-from k2k.pipeline.discovery import Discovery
-from k2k.pipeline.positions import StartPositions
+from k2k.pipeline.driver.discovery import Discovery
+from k2k.pipeline.driver.positions import StartPositions
 from tests.integration.conftest import BASE_TS, k2k_cli, pipeline_dict, write_pipeline
 from tests.integration.procs import K2KProcess
 from tests.kafkautil import create_topic, eventually, list_topics, produce, read_all

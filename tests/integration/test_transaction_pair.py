@@ -1,6 +1,6 @@
 """The two-producer rule of exactly-once writes, on a real target: batch N+1 (open on one
 producer) never becomes visible when batch N's commit (on the other) fails, and it does
-after N committed. The runner relies on both (:mod:`k2k.pipeline.commit.transactions`)."""
+after N committed. The runner relies on both (:mod:`k2k.pipeline.task.commit.transactions`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from k2k.coordination.assignment import producer_ids
 from k2k.errors import ReplicationError
 from k2k.kafka.faults import fatal_cause
-from k2k.pipeline.commit.transactions import TransactionPair
+from k2k.pipeline.task.commit.transactions import TransactionPair
 from tests.kafkautil import create_topic, eventually, read_all
 
 pytestmark = pytest.mark.integration

@@ -1,4 +1,4 @@
-"""The rules of a transaction pair (:class:`k2k.pipeline.commit.transactions.TransactionPair`)
+"""The rules of a transaction pair (:class:`k2k.pipeline.task.commit.transactions.TransactionPair`)
 on real transactional producers of the target: who takes the next batch, what a hand-off
 carries back, how a failed commit surfaces, and what abandoning leaves on the broker."""
 
@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from k2k.kafka.factory import build_producer
-from k2k.pipeline.commit.transactions import TransactionPair
+from k2k.pipeline.task.commit.transactions import TransactionPair
 from tests.kafkautil import create_topic, end_offsets, read_all
 
 pytestmark = pytest.mark.integration

@@ -1,4 +1,4 @@
-"""Which source topic ACL becomes which target topic ACL (k2k.pipeline.aclsync)."""
+"""Which source topic ACL becomes which target topic ACL (k2k.pipeline.driver.services.aclsync)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from k2k.pipeline.aclsync import TopicAclSync, target_binding
+from k2k.pipeline.driver.services.aclsync import TopicAclSync, target_binding
 
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 

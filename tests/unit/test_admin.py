@@ -234,7 +234,7 @@ def test_table_aligns_columns_and_says_none():
 )
 def test_admin_commands_have_help(argv):
     result = subprocess.run(
-        [sys.executable, "-m", "k2k.cli", *argv],
+        [sys.executable, "-m", "k2k", *argv],
         capture_output=True,
         text=True,
         timeout=60,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Message
 
-from k2k.pipeline.copier import RecordCopier
+from k2k.pipeline.task.copier import RecordCopier
 from k2k.stages.bidirectional import LoopMarker, loop_marker
 from k2k.stages.partitioning import SourcePartition
 from k2k.stages.topicplan import TopicPlan

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-K2K = [sys.executable, "-m", "k2k.cli"]
+K2K = [sys.executable, "-m", "k2k"]
 
 GOOD = {
     "name": "demo",

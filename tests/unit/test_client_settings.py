@@ -66,7 +66,7 @@ def test_executors_import_the_runner_and_the_verify_task_without_the_config_mode
     """What a Python worker imports for a lease or a verify task: not the config model, whose
     import was a share of every worker's start (docs/benchmarks.md, issue 21's section)."""
     code = (
-        "import sys, k2k.pipeline.runner, k2k.verify.task\n"
+        "import sys, k2k.pipeline.task.runner, k2k.verify.task\n"
         "print(sorted(m for m in sys.modules if m.startswith(('pydantic', 'k2k.config'))))\n"
     )
     result = subprocess.run(

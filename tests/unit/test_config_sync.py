@@ -1,4 +1,4 @@
-"""The topic config filter and sync decisions (k2k.config.topics, k2k.pipeline.configsync):
+"""The topic config filter and sync decisions (k2k.config.topics, k2k.pipeline.driver.services.configsync):
 what is copied, set and removed, per configuration."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import logging
 
 from k2k.config.topics import MM2_CONFIG_EXCLUSIONS, ReplicatedTopicCreation
 from k2k.errors import ClusterError
-from k2k.pipeline.configsync import ConfigChange, TopicConfigSync
+from k2k.pipeline.driver.services.configsync import ConfigChange, TopicConfigSync
 
 
 class _Cluster:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import k2k
-from k2k.envpack import SPARK_PROVIDED, runtime_requirements
+from k2k.cli.package import SPARK_PROVIDED, runtime_requirements
 
 
 def test_archive_requirements_are_k2k_s_own_pinned_here_without_spark() -> None:

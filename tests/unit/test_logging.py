@@ -15,7 +15,7 @@ from k2k.cli import _setup_logging, _with_spark_conf, main
 from k2k.config import load_pipeline
 from k2k.kafka.factory import build_admin, build_consumer, build_producer
 from k2k.local import free_port
-from k2k.pipeline.spark import JvmOutput, spark_settings
+from k2k.spark.session import JvmOutput, spark_settings
 
 _LOGGERS = ("", "k2k", "k2k.librdkafka", "k2k.spark", "py4j")
 

@@ -23,8 +23,8 @@ from k2k.metrics.replicator import ReplicatorMetrics, replicator_histograms
 from k2k.metrics.tally import RunTally
 from k2k.metrics.telemetry import Telemetry
 from k2k.observability.stats import PipelineStats
-from k2k.pipeline.observe import ProducedRun
 from k2k.pipeline.plan import RunnerSummary
+from k2k.pipeline.task.observe import ProducedRun
 
 
 class _InMemory:
@@ -159,7 +159,7 @@ def test_bad_otel_variables_fail_before_connecting(
     path.write_text(yaml.safe_dump(GOOD))
     env = {**os.environ, "OTEL_METRICS_EXPORTER": "prometheus,otlp", variable: value}
     result = subprocess.run(
-        [sys.executable, "-m", "k2k.cli", *command, "-t", "-f", str(path)],
+        [sys.executable, "-m", "k2k", *command, "-t", "-f", str(path)],
         capture_output=True,
         text=True,
         timeout=60,

@@ -11,7 +11,7 @@ import pytest
 
 from k2k.errors import Unavailable
 from k2k.kafka.admin import ClusterView
-from k2k.pipeline.outage import OutageRider
+from k2k.pipeline.driver.outage import OutageRider
 
 FAILURE = Unavailable("target cluster unreachable at h:1 while reading progress")
 

@@ -1,4 +1,4 @@
-"""The Spark driver JVM's class-data archive (k2k.pipeline.classdata): which archive a start
+"""The Spark driver JVM's class-data archive (k2k.spark.classdata): which archive a start
 maps or records, and that only a recording whose JVM exited cleanly is published."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from k2k.pipeline.classdata import (
+from k2k.spark.classdata import (
     ARCHIVE_DIR,
     KEEP_ARCHIVES,
     ClassData,

@@ -1,4 +1,4 @@
-"""The Python daemon k2k chooses for local masters (k2k.pipeline.spark._local_daemon)."""
+"""The Python daemon k2k chooses for local masters (k2k.spark.session._local_daemon)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from k2k.pipeline import spark
+from k2k.spark import session as spark
 
-DAEMON = "k2k.pipeline.daemon"
+DAEMON = "k2k.spark.daemon"
 
 
 @pytest.fixture
@@ -50,8 +50,8 @@ def test_another_executor_python_keeps_spark_s_daemon(monkeypatch):
 
 def test_the_daemon_module_loads_the_runner_and_runs_pyspark_s_manager():
     code = (
-        "import sys, k2k.pipeline.daemon as d, pyspark.daemon as p; "
-        "print(d.manager is p.manager, 'k2k.pipeline.runner' in sys.modules)"
+        "import sys, k2k.spark.daemon as d, pyspark.daemon as p; "
+        "print(d.manager is p.manager, 'k2k.pipeline.task.runner' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "True"]
@@ -85,7 +85,7 @@ def test_the_daemon_imports_the_installed_pyspark_instead_of_spark_s_zips():
     if len(zips) != 2:
         pytest.skip(f"this pyspark has no zips for its workers in {lib}")
     code = (
-        "import sys, k2k.pipeline.daemon, pyspark, py4j; "
+        "import sys, k2k.spark.daemon, pyspark, py4j; "
         "print(pyspark.__file__, py4j.__file__, any(p.endswith('.zip') and 'pyspark' in p "
         "for p in sys.path))"
     )

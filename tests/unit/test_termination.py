@@ -5,9 +5,9 @@ from __future__ import annotations
 import click
 import pytest
 
-from k2k import termination
+from k2k.cli import termination
+from k2k.cli.termination import MAX_MESSAGE_BYTES, failure_reason, write_termination_log
 from k2k.errors import TopicError
-from k2k.termination import MAX_MESSAGE_BYTES, failure_reason, write_termination_log
 
 
 def test_default_path_is_used_only_when_the_file_exists(tmp_path, monkeypatch):

@@ -42,7 +42,6 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from k2k.admin.reader import TP, PipelineReader, now_ms
 from k2k.admin.table import iso, table
 from k2k.config import PipelineConfig
-from k2k.controltopics import assignment_member, ensure_control_topics
 from k2k.coordination.assignment import (
     TOOL_MEMBER,
     Assignment,
@@ -51,6 +50,7 @@ from k2k.coordination.assignment import (
     transactional_id,
 )
 from k2k.coordination.claims import lost_claims
+from k2k.coordination.controltopics import assignment_member, ensure_control_topics
 from k2k.errors import ClusterError, ConfigError, K2KError
 from k2k.formats import MemberRecord, ProgressRecord
 from k2k.kafka.admin import ClusterView

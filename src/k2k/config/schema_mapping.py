@@ -28,7 +28,7 @@ from k2k.config.errors import Problem, describe, problems_error, suggest_key
 from k2k.config.fields import Duration, Flag, scalar_text
 from k2k.config.hints import FieldDoc
 from k2k.config.secrets import MASK, is_secret_key, reveal
-from k2k.redact import url_without_user
+from k2k.observability.redact import url_without_user
 
 __all__ = [
     "REGISTRY_PROPERTIES",

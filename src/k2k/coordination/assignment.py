@@ -140,7 +140,7 @@ def transactional_id(group: str, member: str, slot: int) -> str:
 
 def producer_ids(txid: str) -> tuple[str, str]:
     """The two producers' ids behind a runner's transactional id (a claim names ``txid``;
-    the runner writes through both in turn, see :mod:`k2k.pipeline.commit.transactions`).
+    the runner writes through both in turn, see :mod:`k2k.pipeline.task.commit.transactions`).
 
     >>> producer_ids("k2k-orders-dr-host-a-3")
     ('k2k-orders-dr-host-a-3.a', 'k2k-orders-dr-host-a-3.b')

@@ -94,7 +94,7 @@ _NO_TOPIC_CREATION = {"allow.auto.create.topics": "false"}
 #: other values of the first two with the reason): durable acknowledgements and
 #: retry-safe ordering. The last two make one acknowledgement cover every earlier record of
 #: the same target partition, which lets a runner ask for one delivery report per partition
-#: run instead of one per record (see ``k2k.pipeline.copier``): a failure that would leave
+#: run instead of one per record (see ``k2k.pipeline.task.copier``): a failure that would leave
 #: a gap before a later, acknowledged record becomes a fatal producer error instead, and
 #: records never expire locally (librdkafka's gapless guarantee does not cover local
 #: expiry). The runner enforces the user's ``message.timeout.ms`` itself, on whole commit

@@ -35,7 +35,7 @@ from importlib import resources
 from pathlib import Path
 
 from k2k.errors import LocalClusterError
-from k2k.home import k2k_home
+from k2k.jvm.home import k2k_home
 
 __all__ = [
     "KAFKA_VERSION",

@@ -25,7 +25,7 @@ from opentelemetry.sdk.metrics.export import (
 
 from k2k.config import PipelineConfig
 from k2k.config.offset_mapping import OffsetMappingAppConfig
-from k2k.controltopics import ensure_metrics_topic
+from k2k.coordination.controltopics import ensure_metrics_topic
 from k2k.formats.metrics import MetricsRecord
 from k2k.kafka.admin import ClusterView
 from k2k.kafka.factory import build_producer, producer_settings

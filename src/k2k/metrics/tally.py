@@ -1,7 +1,7 @@
 """The runner's metrics: running totals fed by the run observer and the commit strategy.
 
 Runs on: executor, one per runner task when ``-t/--telemetry`` is on. Its work per record is
-none: it is called once per acknowledged run (:class:`~k2k.pipeline.observe.RunObserver`)
+none: it is called once per acknowledged run (:class:`~k2k.pipeline.task.observe.RunObserver`)
 and once per commit. The lease channel's thread takes a frame of it at most once a second
 (:meth:`RunTally.frame`), so its state is guarded by a lock.
 """
@@ -23,7 +23,7 @@ from k2k.metrics.frames import (
 )
 
 if TYPE_CHECKING:
-    from k2k.pipeline.observe import ProducedRun
+    from k2k.pipeline.task.observe import ProducedRun
 
 __all__ = ["RunTally"]
 
@@ -38,7 +38,7 @@ class RunTally:
     """Runs on: executor. Records, bytes and latency per source partition, and commit
     durations, of one runner task.
 
-    >>> from k2k.pipeline.observe import ProducedRun
+    >>> from k2k.pipeline.task.observe import ProducedRun
     >>> t = RunTally(lease=1)
     >>> run = ProducedRun("t", 0, 10, 14, 5, "t2", byte_count=500, source_timestamp=0)
     >>> t.on_run(run); t.committed(0.02); t.commit_failed()

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Literal
 from k2k.stages.topicplan import TopicPlan
 
 if TYPE_CHECKING:
-    from k2k.pipeline.commit import CommitStrategy
-    from k2k.pipeline.observe import RunObserver
+    from k2k.pipeline.task.commit import CommitStrategy
+    from k2k.pipeline.task.observe import RunObserver
 
 Policy = Literal["fail", "ignore"]
 

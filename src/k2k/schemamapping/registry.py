@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from k2k.errors import K2KError
-from k2k.redact import url_without_user
+from k2k.observability.redact import url_without_user
 
 if TYPE_CHECKING:  # executors import this module; the config model (pydantic) is the driver's
     from k2k.config.schema_mapping import RegistryConnection

@@ -32,7 +32,7 @@ from k2k.errors import ClusterError, ConfigError, K2KError
 from k2k.kafka.admin import TopicInfo
 from k2k.kafka.factory import CONSUMER_DEFAULTS
 from k2k.kafka.peek import reader_settings
-from k2k.pipeline.spark import (
+from k2k.spark.session import (
     context_of,
     spark_context_running,
     spark_error_line,
@@ -486,7 +486,7 @@ def _run_until_sure(
     """Runs on: driver. The job, then again for the slices that doubted (merged with the
     slice before each, see :func:`~k2k.verify.slicing.merge_doubtful`) until none does;
     one merged result per partition."""
-    from k2k.pipeline.lease import open_channel
+    from k2k.pipeline.driver.lease import open_channel
 
     watch = VerifyProgress(tasks)
     control = open_channel(sc, cfg.spark.control_host, cfg.spark.control_port)

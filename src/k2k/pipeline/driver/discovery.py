@@ -16,7 +16,7 @@ Runs on: driver, once at start and at every lease boundary (plus a cheap check e
    topic of every new topic, or of one whose partition count changed, and compiles its
    :class:`~k2k.stages.TopicPlan`; a created topic carries the source topic's configs that
    ``topicCreation.replicated.configExclusions`` lets through (their later changes:
-   :mod:`k2k.pipeline.configsync`);
+   :mod:`k2k.pipeline.driver.services.configsync`);
 5. resolves a start offset for partitions without progress: ``auto.offset.reset`` for the
    topics of the first pass and new topics, the earliest offset for partitions added to a
    topic already replicated (their records must not be skipped).
@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Mapping
 from k2k.config import PipelineConfig
 from k2k.errors import K2KError, ReplicationError, TopicError
 from k2k.kafka.admin import ClusterView, TopicInfo
-from k2k.pipeline.positions import StartPositions
+from k2k.pipeline.driver.positions import StartPositions
 from k2k.schemamapping import schema_transforms
 from k2k.stages import TopicPlan, TopicRouter, compile_topic_plans
 from k2k.stages.bidirectional import LoopMarker, loop_marker

@@ -1,7 +1,7 @@
 """Exactly-once commits: each batch and its progress records are one transaction.
 
 Runs on: executor. A batch is written through one of two transactional producers while the
-previous batch commits on the other (:mod:`k2k.pipeline.commit.transactions` says why that
+previous batch commits on the other (:mod:`k2k.pipeline.task.commit.transactions` says why that
 keeps order and exactly-once). A batch is sealed at ``batchSize`` records per partition or
 ``batchTimeout``, or as soon as the runner is caught up (nothing queued, and at the end of
 every partition as the last fetch saw it): at low rates a record is then visible within one
@@ -29,11 +29,11 @@ from k2k.kafka.faults import (
     kafka_error_of,
 )
 from k2k.kafka.produce import produce_when_room
-from k2k.pipeline.commit import BatchRecord, DeliveryCallback
-from k2k.pipeline.commit.ledger import TP, Positions, ProgressLedger, Written
-from k2k.pipeline.commit.transactions import TransactionPair
-from k2k.pipeline.faults import RunnerFaults
 from k2k.pipeline.plan import LeaseSpec
+from k2k.pipeline.task.commit import BatchRecord, DeliveryCallback
+from k2k.pipeline.task.commit.ledger import TP, Positions, ProgressLedger, Written
+from k2k.pipeline.task.commit.transactions import TransactionPair
+from k2k.pipeline.task.faults import RunnerFaults
 
 __all__ = ["ExactlyOnce", "start_transactional_producers"]
 
@@ -61,7 +61,7 @@ def start_transactional_producers(
 
 
 class ExactlyOnce:
-    """Runs on: executor. The exactly-once :class:`~k2k.pipeline.commit.CommitStrategy`."""
+    """Runs on: executor. The exactly-once :class:`~k2k.pipeline.task.commit.CommitStrategy`."""
 
     def __init__(
         self,
@@ -197,7 +197,7 @@ class ExactlyOnce:
 
     def _commit(self, producer: Producer, txid: str, positions: Positions) -> None:
         """Runs on: the pair's commit thread. Commits, retrying retriable errors within the
-        delivery timeout; raises :class:`~k2k.pipeline.faults.Fenced` or ReplicationError.
+        delivery timeout; raises :class:`~k2k.pipeline.task.faults.Fenced` or ReplicationError.
 
         A transaction that cannot commit is aborted; if that fails too (librdkafka#4849)
         the commit's error is raised all the same: the runner fails, its claims stay, and

@@ -6,7 +6,7 @@ written only once every record of that epoch, and of every earlier epoch, has be
 acknowledged by the target. Epochs are pipelined: the loop keeps copying while
 acknowledgements arrive, so progress lags data by about one round trip.
 
-Acknowledgements are counted per *run* (see :mod:`k2k.pipeline.copier`): with
+Acknowledgements are counted per *run* (see :mod:`k2k.pipeline.task.copier`): with
 ``partition: source`` one acknowledgement covers a whole run, because the producer's
 gapless guarantee turns any failure of an earlier record into a fatal error and records
 never expire locally (``PRODUCER_FORCED`` in :mod:`k2k.kafka.factory`). The user's delivery
@@ -24,10 +24,10 @@ from confluent_kafka import KafkaError, Message, Producer
 from k2k.errors import K2KError, ReplicationError, Unavailable
 from k2k.kafka.faults import describe, failure_kind
 from k2k.kafka.produce import produce_when_room
-from k2k.pipeline.commit import BatchRecord, DeliveryCallback
-from k2k.pipeline.commit.ledger import Positions, ProgressLedger
-from k2k.pipeline.faults import RunnerFaults
 from k2k.pipeline.plan import LeaseSpec
+from k2k.pipeline.task.commit import BatchRecord, DeliveryCallback
+from k2k.pipeline.task.commit.ledger import Positions, ProgressLedger
+from k2k.pipeline.task.faults import RunnerFaults
 
 __all__ = ["AtLeastOnce"]
 
@@ -60,7 +60,7 @@ class _Epoch:
 
 
 class AtLeastOnce:
-    """Runs on: executor. The at-least-once :class:`~k2k.pipeline.commit.CommitStrategy`."""
+    """Runs on: executor. The at-least-once :class:`~k2k.pipeline.task.commit.CommitStrategy`."""
 
     def __init__(
         self, spec: LeaseSpec, producer: Producer, ledger: ProgressLedger, faults: RunnerFaults

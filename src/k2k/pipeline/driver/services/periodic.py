@@ -1,7 +1,7 @@
 """Driver-side chores done every so often between the planner's discovery checks.
 
-Runs on: driver. The topic config and ACL syncs (:mod:`k2k.pipeline.configsync`,
-:mod:`k2k.pipeline.aclsync`) are asked at every discovery check whether they are due; a
+Runs on: driver. The topic config and ACL syncs (:mod:`k2k.pipeline.driver.services.configsync`,
+:mod:`k2k.pipeline.driver.services.aclsync`) are asked at every discovery check whether they are due; a
 failure of theirs is retried at the next interval and never stops replication.
 """
 

@@ -26,8 +26,8 @@ from k2k.formats.progress import ValueWriter
 from k2k.kafka.faults import describe
 from k2k.kafka.murmur2 import murmur2_partition
 from k2k.kafka.produce import produce_when_room
-from k2k.pipeline.faults import RunnerFaults
 from k2k.pipeline.plan import LeaseSpec, PartitionOutcome, PartitionRange
+from k2k.pipeline.task.faults import RunnerFaults
 
 __all__ = ["TP", "CommitTiming", "Positions", "ProgressLedger"]
 

@@ -5,17 +5,17 @@ membership, committed progress, a first discovery, Spark and the lease channel),
 the loop is one *lease*:
 
 1. **discover** the selected source topics and their routes, create or check the target
-   topics (:mod:`k2k.pipeline.discovery`);
+   topics (:mod:`k2k.pipeline.driver.discovery`);
 2. **plan**: turn committed progress into one offset range per partition of this member's
-   share (:mod:`k2k.pipeline.positions`) and split them into at most P *runner groups*
+   share (:mod:`k2k.pipeline.driver.positions`) and split them into at most P *runner groups*
    (P = Spark task slots, or ``spark.parallelism``), balanced by remaining lag
    (:func:`k2k.pipeline.plan.plan_groups`);
-3. **claim** the partitions in the assignment topic (:mod:`k2k.pipeline.membership`);
+3. **claim** the partitions in the assignment topic (:mod:`k2k.pipeline.driver.membership`);
 4. **run** one Spark job whose tasks copy until the lease deadline or until the planner ends
-   the lease early (:mod:`k2k.pipeline.lease`), then release the partitions;
+   the lease early (:mod:`k2k.pipeline.driver.lease`), then release the partitions;
 5. **fold** the runners' summaries into the committed progress; stop on a runner fault,
    but wait out an outage (a cluster that did not answer in time) and plan again
-   (:mod:`k2k.pipeline.outage`).
+   (:mod:`k2k.pipeline.driver.outage`).
 
 Progress lives on the target cluster, so the driver needs no Spark checkpoint and a
 restarted driver simply reads the commit topic again.
@@ -32,8 +32,8 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from k2k.config import PipelineConfig
-from k2k.controltopics import ControlTopics, ensure_control_topics
 from k2k.coordination.assignment import StandDown, default_member_name
+from k2k.coordination.controltopics import ControlTopics, ensure_control_topics
 from k2k.coordination.progress import ProgressStore
 from k2k.errors import (
     ClusterError,
@@ -45,20 +45,20 @@ from k2k.errors import (
 from k2k.kafka.diagnose import diagnosed_on_failure
 from k2k.observability.reachability import ClusterWatch
 from k2k.observability.stats import LiveStats, PipelineStats
-from k2k.pipeline.aclsync import TopicAclSync
 from k2k.pipeline.channel import LeaseControl
-from k2k.pipeline.checkpoints import CheckpointEmitter, ensure_checkpoints_topic
-from k2k.pipeline.configsync import TopicConfigSync
-from k2k.pipeline.discovery import Discovery
-from k2k.pipeline.heartbeats import HeartbeatEmitter, ensure_heartbeats_topic
-from k2k.pipeline.lease import LeaseJob, lease_template, open_channel
-from k2k.pipeline.mappings import MappingPublisher
-from k2k.pipeline.membership import Membership
-from k2k.pipeline.outage import OutageRider
+from k2k.pipeline.driver.discovery import Discovery
+from k2k.pipeline.driver.lease import LeaseJob, lease_template, open_channel
+from k2k.pipeline.driver.membership import Membership
+from k2k.pipeline.driver.outage import OutageRider
+from k2k.pipeline.driver.positions import StartPositions
+from k2k.pipeline.driver.services.aclsync import TopicAclSync
+from k2k.pipeline.driver.services.checkpoints import CheckpointEmitter, ensure_checkpoints_topic
+from k2k.pipeline.driver.services.configsync import TopicConfigSync
+from k2k.pipeline.driver.services.heartbeats import HeartbeatEmitter, ensure_heartbeats_topic
 from k2k.pipeline.plan import LeaseSpec, PartitionRange, RunnerGroup, RunnerSummary, plan_groups
-from k2k.pipeline.positions import StartPositions
-from k2k.pipeline.spark import context_of, spark_context_running, start_spark, stop_spark
+from k2k.pipeline.task.mappings import MappingPublisher
 from k2k.schemamapping import check_registries
+from k2k.spark.session import context_of, spark_context_running, start_spark, stop_spark
 
 if TYPE_CHECKING:
     from pyspark import SparkContext

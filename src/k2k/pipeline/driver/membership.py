@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable
 from confluent_kafka import KafkaException
 
 from k2k.config import PipelineConfig
-from k2k.controltopics import assignment_member
 from k2k.coordination.assignment import transactional_id
+from k2k.coordination.controltopics import assignment_member
 from k2k.errors import K2KError
 from k2k.pipeline.plan import RunnerGroup, RunnerSummary
 

@@ -2,7 +2,7 @@
 
 Runs on: driver. The planner loads the progress records of its commit group once at start,
 resolves a start offset for partitions without progress (see
-:meth:`k2k.pipeline.discovery.Discovery.discover`), turns positions into one offset range per
+:meth:`k2k.pipeline.driver.discovery.Discovery.discover`), turns positions into one offset range per
 partition for each lease, and folds the runners' summaries back in after the lease.
 
 Invariants:

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from k2k import __version__
-from k2k.envpack import DEFAULT_ARCHIVE
-from k2k.errorboundary import one_line_errors
-from k2k.pipeline.spark import LOG_LEVEL_KEY, LOG_LEVELS
-from k2k.termination import TEMPLATE_ENGINE, termination_log
+from k2k.cli.errorboundary import one_line_errors
+from k2k.cli.package import DEFAULT_ARCHIVE
+from k2k.cli.termination import TEMPLATE_ENGINE, termination_log
+from k2k.spark.session import LOG_LEVEL_KEY, LOG_LEVELS
 
 if TYPE_CHECKING:
     from k2k.admin.offsets import Destination
@@ -251,8 +251,8 @@ def _mm2_pipeline(
     """The one flow's pipeline to run here, or None once several flows ran as children."""
     from pathlib import Path
 
+    from k2k.cli.mm2flows import run_flow_processes
     from k2k.config.mm2 import all_notes, flow_config, read_mm2
-    from k2k.mm2flows import run_flow_processes
 
     mm2 = read_mm2(Path(mm2_file), _clusters_list(clusters))
     flows = [f for f in mm2.flows if mm2_flow is None or f.label == mm2_flow]
@@ -720,7 +720,7 @@ def package(output: str, python: str | None, force: bool) -> None:
     """
     from pathlib import Path
 
-    from k2k.envpack import build_archive
+    from k2k.cli.package import build_archive
 
     click.echo(f"building {output} ...", err=True)
     built = build_archive(Path(output), python, force=force)
@@ -729,12 +729,9 @@ def package(output: str, python: str | None, force: bool) -> None:
 
 
 def _register_local() -> None:
-    from k2k.local.cli import local
+    from k2k.cli.local import local
 
     main.add_command(local)
 
 
 _register_local()
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

@@ -17,8 +17,8 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 from k2k.errors import ReplicationError
 from k2k.kafka.factory import build_consumer, ready
 from k2k.kafka.faults import Outcome, classify, describe, is_unreachable
-from k2k.pipeline.commit.ledger import TP, Positions
 from k2k.pipeline.plan import PartitionOutcome, PartitionRange
+from k2k.pipeline.task.commit.ledger import TP, Positions
 
 __all__ = ["SourceReader"]
 

@@ -34,8 +34,8 @@ from k2k.errors import K2KError, ReplicationError, Unavailable
 from k2k.kafka.factory import consumer_settings, delivery_timeout_s, producer_settings
 from k2k.pipeline.channel import LeaseControl
 from k2k.pipeline.plan import LeaseSpec, RunnerGroup, RunnerSummary
-from k2k.pipeline.runner import run_groups
-from k2k.pipeline.spark import is_local, spark_error_line
+from k2k.pipeline.task.runner import run_groups
+from k2k.spark.session import is_local, spark_error_line
 
 if TYPE_CHECKING:
     from pyspark import SparkContext

@@ -17,8 +17,8 @@ from k2k.errors import ReplicationError
 from k2k.formats.codec import dumps_canonical
 from k2k.formats.offset_mapping import RunEncoder
 from k2k.kafka.murmur2 import murmur2_partition
-from k2k.pipeline.commit import CommitStrategy
-from k2k.pipeline.observe import ProducedRun, RunObserver
+from k2k.pipeline.task.commit import CommitStrategy
+from k2k.pipeline.task.observe import ProducedRun, RunObserver
 
 __all__ = ["MappingPublisher", "RunPublisher", "mapping_partition"]
 

@@ -23,7 +23,7 @@ from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType
 from k2k.config import PipelineConfig
 from k2k.errors import K2KError
 from k2k.kafka.admin import ClusterView
-from k2k.pipeline.periodic import Interval, answering, failure_level
+from k2k.pipeline.driver.services.periodic import Interval, answering, failure_level
 
 __all__ = ["TopicAclSync", "target_binding"]
 

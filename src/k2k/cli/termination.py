@@ -14,7 +14,7 @@ values) work unchanged:
   into every container; elsewhere nothing is written, and nothing is ever created under
   ``/dev``). A PATH given with ``-l`` must be writable, checked before anything starts.
 
-Part of the CLI's error boundary (with :mod:`k2k.errorboundary`, which prints the same reason):
+Part of the CLI's error boundary (with :mod:`k2k.cli.errorboundary`, which prints the same reason):
 :func:`termination_log` sits between it and the command, so it sees the error first, writes it
 and lets it through unchanged.
 """
@@ -132,7 +132,7 @@ def _log_path(path: str | None, enabled: bool) -> str | None:
 
 
 def termination_log(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Decorate a click command (below :func:`k2k.errorboundary.one_line_errors`): adds
+    """Decorate a click command (below :func:`k2k.cli.errorboundary.one_line_errors`): adds
     ``-l/--termination-log`` and ``-w/--termination-log-enabled`` and writes the reason of a
     failure there before the error goes on to the boundary."""
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from k2k.home import k2k_home
+from k2k.jvm.home import k2k_home
 
 __all__ = ["ARCHIVE_DIR", "KEEP_ARCHIVES", "ClassData", "class_data", "publish", "release_archives"]
 

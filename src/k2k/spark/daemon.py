@@ -33,7 +33,7 @@ _prefer_installed_pyspark()
 
 from pyspark.daemon import manager  # noqa: E402  (after the path is settled)
 
-import k2k.pipeline.runner  # noqa: E402, F401  (imported for the workers the daemon forks)
+import k2k.pipeline.task.runner  # noqa: E402, F401  (imported for the workers the daemon forks)
 
 if __name__ == "__main__":
     manager()

@@ -8,7 +8,7 @@ copier reads the record's fields and calls ``produce``.
 
 Acknowledgements are placed per run, not per record: with ``partition: source`` a run goes
 to one target partition, whose order the idempotent producer keeps, so only the run's last
-record carries the commit strategy's callback (see :mod:`k2k.pipeline.commit.at_least_once`
+record carries the commit strategy's callback (see :mod:`k2k.pipeline.task.commit.at_least_once`
 for why that is safe). With ``partition: hash`` or ``producer`` a run spreads over target
 partitions (no partition is passed to ``produce``: the producer's partitioner places each
 record) and every record carries one. A Python call per record is the largest cost after consume and
@@ -25,8 +25,8 @@ from confluent_kafka import KafkaException, Message, Producer
 
 from k2k.errors import K2KError
 from k2k.kafka.produce import produce_when_room
-from k2k.pipeline.commit import CommitStrategy, DeliveryCallback
-from k2k.pipeline.observe import ProducedRun, RunObserver, RunReport
+from k2k.pipeline.task.commit import CommitStrategy, DeliveryCallback
+from k2k.pipeline.task.observe import ProducedRun, RunObserver, RunReport
 from k2k.stages.headers import Header
 from k2k.stages.topicplan import TopicPlan
 

@@ -4,12 +4,12 @@ Runs on: executor. In the order a record meets it:
 
 0. **own** — the producers start (exactly-once: initialising both transactional ids fences
    every earlier producer of them), the claims are verified, then progress is read
-   (:class:`~k2k.pipeline.commit.ledger.ProgressLedger`);
-1. **read** — :class:`~k2k.pipeline.source.SourceReader`, a consumer assigned to the group's
+   (:class:`~k2k.pipeline.task.commit.ledger.ProgressLedger`);
+1. **read** — :class:`~k2k.pipeline.task.source.SourceReader`, a consumer assigned to the group's
    partitions at their progress offsets;
-2. **stages and write** — :class:`~k2k.pipeline.copier.RecordCopier` applies each topic's
+2. **stages and write** — :class:`~k2k.pipeline.task.copier.RecordCopier` applies each topic's
    compiled plan and produces to the target, run by run;
-3. **commit** — the delivery mode's :mod:`commit strategy <k2k.pipeline.commit>` seals
+3. **commit** — the delivery mode's :mod:`commit strategy <k2k.pipeline.task.commit>` seals
    batches at ``batchSize``, ``batchTimeout`` or when caught up, and commits at lease end.
 
 Python's cyclic garbage collector is off while a runner copies: every consumed batch
@@ -37,15 +37,15 @@ from k2k.errors import K2KError, ReplicationError
 from k2k.kafka.factory import build_producer, ready
 from k2k.metrics.tally import RunTally
 from k2k.pipeline.channel import StopSignal
-from k2k.pipeline.commit import CommitStrategy
-from k2k.pipeline.commit.at_least_once import AtLeastOnce
-from k2k.pipeline.commit.exactly_once import ExactlyOnce, start_transactional_producers
-from k2k.pipeline.commit.ledger import ProgressLedger
-from k2k.pipeline.copier import RecordCopier, make_copier
-from k2k.pipeline.faults import DriverGone, Fenced, RunnerFaults
-from k2k.pipeline.observe import observers
 from k2k.pipeline.plan import LeaseSpec, RunnerGroup, RunnerSummary
-from k2k.pipeline.source import SourceReader
+from k2k.pipeline.task.commit import CommitStrategy
+from k2k.pipeline.task.commit.at_least_once import AtLeastOnce
+from k2k.pipeline.task.commit.exactly_once import ExactlyOnce, start_transactional_producers
+from k2k.pipeline.task.commit.ledger import ProgressLedger
+from k2k.pipeline.task.copier import RecordCopier, make_copier
+from k2k.pipeline.task.faults import DriverGone, Fenced, RunnerFaults
+from k2k.pipeline.task.observe import observers
+from k2k.pipeline.task.source import SourceReader
 from k2k.schemamapping.mapper import registered_by
 
 __all__ = ["Runner", "run_groups"]

@@ -3,9 +3,9 @@
 Runs on: executor. One strategy per delivery mode, behind one small interface, so the
 runner's copy loop never asks which mode it is in:
 
-* :class:`~k2k.pipeline.commit.at_least_once.AtLeastOnce` — records are grouped into
+* :class:`~k2k.pipeline.task.commit.at_least_once.AtLeastOnce` — records are grouped into
   pipelined *epochs*; an epoch's progress is written once all its records are acknowledged;
-* :class:`~k2k.pipeline.commit.exactly_once.ExactlyOnce` — a batch and its progress are one
+* :class:`~k2k.pipeline.task.commit.exactly_once.ExactlyOnce` — a batch and its progress are one
   transaction, written through two producers in turn.
 
 The loop calls, in this order: :meth:`~CommitStrategy.room` (how many records the batch
@@ -24,7 +24,7 @@ from typing import Protocol
 
 from confluent_kafka import Producer
 
-from k2k.pipeline.commit.ledger import Positions
+from k2k.pipeline.task.commit.ledger import Positions
 
 __all__ = ["BatchRecord", "CommitStrategy", "DeliveryCallback"]
 

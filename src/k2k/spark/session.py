@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from k2k.pipeline.classdata import ClassData, class_data, publish
+from k2k.spark.classdata import ClassData, class_data, publish
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -51,11 +51,11 @@ __all__ = [
 #: The JVM's output, and in local mode the runners' stderr (see :class:`JvmOutput`).
 log = logging.getLogger("k2k.spark")
 
-_QUIET_LOG = Path(__file__).with_name("spark-log4j2.properties")
+_QUIET_LOG = Path(__file__).with_name("log4j2.properties")
 
 #: Spark's own setting for its log level (applied as if ``SparkContext.setLogLevel`` were
 #: called at start). k2k also starts the JVMs at that level, so that raising it shows
-#: Spark's start-up too (see spark-log4j2.properties); ``k2k start --spark-log-level`` sets it.
+#: Spark's start-up too (see log4j2.properties); ``k2k start --spark-log-level`` sets it.
 LOG_LEVEL_KEY = "spark.log.level"
 #: Spark's log level unless ``spark.conf`` or ``--spark-log-level`` says otherwise.
 DEFAULT_LOG_LEVEL = "ERROR"
@@ -196,13 +196,13 @@ def _set_executor_python(settings: Mapping[str, str]) -> None:
 
 def _local_daemon(settings: dict[str, str]) -> None:
     """For a local master whose executors run this interpreter, Spark's Python daemon is
-    :mod:`k2k.pipeline.daemon` (unless ``spark.conf`` names another): its forked workers
+    :mod:`k2k.spark.daemon` (unless ``spark.conf`` names another): its forked workers
     start with the runner imported. Only where a new process of this interpreter finds k2k:
     a program that put k2k on ``sys.path`` itself keeps PySpark's daemon, which would
     otherwise not start."""
     ours = is_local(settings.get("spark.master", "")) and DAEMON_MODULE_KEY not in settings
     if ours and os.environ.get("PYSPARK_PYTHON") == sys.executable and _new_process_finds_k2k():
-        settings[DAEMON_MODULE_KEY] = "k2k.pipeline.daemon"
+        settings[DAEMON_MODULE_KEY] = "k2k.spark.daemon"
 
 
 def _new_process_finds_k2k() -> bool:
@@ -223,7 +223,7 @@ def _new_process_finds_k2k() -> bool:
 def _launch_jvm(settings: Mapping[str, str]) -> None:
     """Start Spark's JVM, unless this process has one, with its stderr read by
     :class:`JvmOutput` (PySpark's ``popen_kwargs`` hook: "e.g., capturing stdout/stderr")
-    and its class-data archive (:mod:`k2k.pipeline.classdata`)."""
+    and its class-data archive (:mod:`k2k.spark.classdata`)."""
     global _recording
     from pyspark import SparkConf, SparkContext
     from pyspark.find_spark_home import _find_spark_home
@@ -299,7 +299,7 @@ _BANNER = (
     "To adjust logging level use sc.setLogLevel",
     "Using Spark's default log4j profile",
 )
-#: A line in the layout of spark-log4j2.properties: time, level, logger.
+#: A line in the layout of log4j2.properties: time, level, logger.
 _LOG4J_LINE = re.compile(r"\d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR|FATAL) (.*)")
 _LOG4J_LEVELS = {
     "TRACE": logging.DEBUG,
