@@ -1,4 +1,5 @@
-"""The package layering of docs/architecture.md: imports point down only.
+"""The package layering of docs/architecture.md: imports point down only, a Spark task never
+reaches into the driver, and only the command line talks to a terminal.
 
 Runtime imports count; imports under ``if TYPE_CHECKING:`` (annotations only) do not.
 """
@@ -12,24 +13,53 @@ import k2k
 
 SRC = Path(k2k.__file__).parent
 
+#: What the package root may hold: everything else lives in a package that says what it is.
+ROOT_MODULES = {"__init__.py", "__main__.py", "api.py", "errors.py"}
+
 #: package -> the k2k packages it may import at run time (besides itself).
 ALLOWED = {
     "errors": set(),
-    "home": set(),
-    "redact": set(),
-    "formats": {"errors"},
+    "jvm": set(),
     "stages": set(),
+    "formats": {"errors"},
     "kafka": {"errors"},
-    "config": {"errors", "redact", "stages", "kafka"},
-    "coordination": {"errors", "formats", "kafka"},
-    "observability": {"errors", "kafka", "coordination"},
+    "observability": {"errors"},
+    "config": {"errors", "observability", "stages", "kafka"},
+    # The control topics' set-up reads the pipeline's config; the clients below it do not.
+    "coordination": {"errors", "formats", "kafka", "config"},
     "offsetmapping": {"errors", "formats", "kafka", "coordination"},
-    "controltopics": {"errors", "config", "kafka", "coordination"},
     # Schema mapping: the registry client and the per-topic transform the runners apply.
-    "schemamapping": {"errors", "redact", "config"},
+    "schemamapping": {"errors", "observability", "config"},
     # Below the pipeline: runners feed it through the observer, the planner through stats.
-    "metrics": {"errors", "formats", "kafka", "config", "controltopics"},
-    "admin": {"errors", "formats", "stages", "config", "kafka", "coordination", "controltopics"},
+    "metrics": {"errors", "formats", "kafka", "config", "coordination"},
+    "admin": {"errors", "formats", "stages", "config", "kafka", "coordination"},
+    # The daemon preloads the task runner for the workers it forks (SPARK_DAEMON below).
+    "spark": {"jvm"},
+    "local": {"errors", "kafka", "jvm"},
+    "pipeline": {
+        "errors",
+        "formats",
+        "stages",
+        "kafka",
+        "config",
+        "coordination",
+        "observability",
+        "metrics",
+        "offsetmapping",
+        "schemamapping",
+        "spark",
+    },
+    "verify": {
+        "errors",
+        "formats",
+        "stages",
+        "kafka",
+        "config",
+        "admin",
+        "schemamapping",
+        "spark",
+        "pipeline",
+    },
     # The Python API sits under the command line, which calls it: never the other way.
     "api": {
         "errors",
@@ -38,7 +68,6 @@ ALLOWED = {
         "config",
         "kafka",
         "coordination",
-        "controltopics",
         "metrics",
         "observability",
         "admin",
@@ -47,9 +76,13 @@ ALLOWED = {
     },
 }
 
+#: The one module of ``spark/`` that imports the pipeline: Spark's Python daemon, which
+#: imports the task runner once so that every worker it forks starts with it loaded.
+SPARK_DAEMON = "spark/daemon.py"
+
 
 def _runtime_imports(tree: ast.Module) -> set[str]:
-    """Top-level k2k packages imported outside ``if TYPE_CHECKING:`` blocks."""
+    """Every k2k module imported outside ``if TYPE_CHECKING:`` blocks, as dotted names."""
     found: set[str] = set()
 
     def visit(nodes: list[ast.stmt]) -> None:
@@ -58,38 +91,114 @@ def _runtime_imports(tree: ast.Module) -> set[str]:
                 visit(node.orelse)
                 continue
             for sub in ast.walk(node):
-                names = []
                 if isinstance(sub, ast.ImportFrom) and sub.module and sub.level == 0:
-                    names = [sub.module]
+                    found.add(sub.module)
                 elif isinstance(sub, ast.Import):
-                    names = [a.name for a in sub.names]
-                found.update(
-                    n.split(".")[1] for n in names if n.startswith("k2k.") and n.count(".")
-                )
+                    found.update(a.name for a in sub.names)
 
     visit(tree.body)
-    return found
+    return {name for name in found if name.startswith("k2k.")}
 
 
-def _package_of(path: Path) -> str:
-    rel = path.relative_to(SRC)
-    return rel.parts[0].removesuffix(".py")
+def _imports_of(path: Path) -> set[str]:
+    return _runtime_imports(ast.parse(path.read_text()))
+
+
+def _packages_imported(path: Path) -> set[str]:
+    return {name.split(".")[1] for name in _imports_of(path)}
+
+
+def _files(*parts: str) -> list[Path]:
+    place = SRC.joinpath(*parts)
+    return sorted(place.rglob("*.py")) if place.is_dir() else [place]
+
+
+def test_package_root_holds_only_the_entry_points():
+    assert {p.name for p in SRC.glob("*.py")} == ROOT_MODULES
+
+
+def test_every_package_has_a_rule():
+    packages = {p.name for p in SRC.iterdir() if (p / "__init__.py").is_file()}
+    assert packages == set(ALLOWED) - {"errors", "api"} | {"cli"}
 
 
 @pytest.mark.parametrize("package", sorted(ALLOWED))
 def test_package_imports_only_lower_layers(package):
     files = [SRC / f"{package}.py"] if (SRC / f"{package}.py").exists() else []
-    files += sorted((SRC / package).rglob("*.py")) if (SRC / package).is_dir() else []
+    files += _files(package) if (SRC / package).is_dir() else []
     assert files, package
     wrong = {
         f"{path.relative_to(SRC)} imports k2k.{name}"
         for path in files
-        for name in _runtime_imports(ast.parse(path.read_text()))
-        if name != _package_of(path) and name not in ALLOWED[package]
+        if str(path.relative_to(SRC)) != SPARK_DAEMON
+        for name in _packages_imported(path)
+        if name != package and name not in ALLOWED[package]
     }
     assert not wrong, sorted(wrong)
 
 
-def test_coordination_never_imports_the_pipeline():
-    for path in (SRC / "coordination").rglob("*.py"):
-        assert "pipeline" not in _runtime_imports(ast.parse(path.read_text())), path
+def test_spark_daemon_imports_only_the_task_runner_from_the_pipeline():
+    pipeline = {n for n in _imports_of(SRC / SPARK_DAEMON) if n.startswith("k2k.pipeline")}
+    assert pipeline == {"k2k.pipeline.task.runner"}
+
+
+def test_nothing_below_the_command_line_imports_it():
+    wrong = [
+        str(path.relative_to(SRC))
+        for path in SRC.rglob("*.py")
+        if path.relative_to(SRC).parts[0] not in {"cli", "__main__.py"}
+        and "cli" in _packages_imported(path)
+    ]
+    assert not wrong
+
+
+@pytest.mark.parametrize("boundary", ["pipeline/task", "pipeline/plan.py", "pipeline/channel.py"])
+def test_a_task_module_never_imports_a_driver_module(boundary):
+    """Code shipped to executors, and the types it shares with the driver, stay clear of the
+    driver's modules (planner, leases, services): they are neither needed nor picklable there."""
+    wrong = {
+        f"{path.relative_to(SRC)} imports {name}"
+        for path in _files(*boundary.split("/"))
+        for name in _imports_of(path)
+        if name.startswith("k2k.pipeline.driver")
+    }
+    assert not wrong, sorted(wrong)
+
+
+@pytest.mark.parametrize("package", ["coordination", "formats"])
+def test_control_topic_layers_never_import_the_pipeline(package):
+    for path in _files(package):
+        assert "pipeline" not in _packages_imported(path), path
+
+
+#: Calls that talk to a terminal or end the process.
+_TERMINAL_CALLS = {"print", "exit", "echo", "secho"}
+#: Modules allowed to print outside ``cli/``: the config reference generator, run as a script.
+_PRINTS_ELSEWHERE = {"config/reference.py"}
+
+
+def _terminal_calls(path: Path) -> set[str]:
+    calls = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            name = ast.unparse(node.func)
+            if name.split(".")[-1] in _TERMINAL_CALLS and name.split(".")[0] in {
+                "print",
+                "sys",
+                "click",
+            }:
+                calls.add(name)
+        elif isinstance(node, ast.Raise) and ast.unparse(node.exc or node).startswith("SystemExit"):
+            calls.add("raise SystemExit")
+    return calls
+
+
+def test_only_the_command_line_prints_or_exits():
+    wrong = {
+        f"{path.relative_to(SRC)}: {sorted(calls)}"
+        for path in SRC.rglob("*.py")
+        if path.relative_to(SRC).parts[0] not in {"cli", "__main__.py"}
+        and str(path.relative_to(SRC)) not in _PRINTS_ELSEWHERE
+        and (calls := _terminal_calls(path))
+    }
+    assert not wrong, sorted(wrong)
