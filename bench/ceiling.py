@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from bench.contender import Contender, Ctx, create_topic
-from k2k.config.model import EXACTLY_ONCE_BATCH_SIZE
+from k2k.config.coordination import EXACTLY_ONCE_BATCH_SIZE
 from k2k.local.install import ensure_kafka_installed, find_java
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,7 +17,7 @@ from k2k.config import (
     StaticTopicName,
     TracingToggles,
 )
-from k2k.config.model import EXACTLY_ONCE_BATCH_SIZE
+from k2k.config.coordination import EXACTLY_ONCE_BATCH_SIZE
 
 from .conftest import MINIMAL
 

@@ -27,20 +27,15 @@ from pydantic import AliasChoices, BaseModel, Field, field_validator, model_vali
 from k2k.config.base import K2KModel, Policy, license_field, one_spelling, raise_problems
 from k2k.config.checkpoints import GROUPS_EXPECTED as _GROUPS_EXPECTED
 from k2k.config.checkpoints import group_selection as _group_selection
+from k2k.config.clusters import SourceCluster, TargetCluster
+from k2k.config.error_handling import ErrorHandling
 from k2k.config.errors import describe
+from k2k.config.features import Features
 from k2k.config.fields import Count, Duration, Flag, FreeMapping
 from k2k.config.hints import FieldDoc
 from k2k.config.mapping import OffsetMappingSettings
 from k2k.config.metrics import AppMetricPrefixes, AppMetrics, MetricsKafka
-from k2k.config.model import (
-    NAME_DOC,
-    NAME_PATTERN,
-    ErrorHandling,
-    Features,
-    PipelineConfig,
-    SourceCluster,
-    TargetCluster,
-)
+from k2k.config.model import NAME_DOC, NAME_PATTERN, PipelineConfig
 from k2k.config.topics import TopicCreation
 
 __all__ = [

@@ -17,9 +17,11 @@ from pydantic import BaseModel, TypeAdapter
 from pydantic.fields import FieldInfo
 
 from k2k.config import clients
+from k2k.config.clusters import SourceCluster, TargetCluster
 from k2k.config.durations import UNIT_SPELLINGS
+from k2k.config.features import TracingToggles
 from k2k.config.hints import FieldDoc
-from k2k.config.model import PipelineConfig, SourceCluster, TargetCluster, TracingToggles
+from k2k.config.model import PipelineConfig
 from k2k.config.offset_mapping import OffsetMappingAppConfig
 from k2k.config.topics import TopicCreation
 from k2k.kafka import factory
