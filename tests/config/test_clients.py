@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from k2k.config import PipelineConfig, render_effective
-from k2k.config.clients import JAVA_ONLY, RENAMES, SUGGESTIONS, librdkafka_verdict
+from k2k.config.client_rules import JAVA_ONLY, RENAMES, SUGGESTIONS
+from k2k.config.clients import librdkafka_verdict
 from k2k.config.loader import build_pipeline
 from k2k.errors import ConfigError
 

@@ -1,7 +1,7 @@
 """Generate ``docs/config.md`` from the model: ``python -m k2k.config.reference > docs/config.md``.
 
 The model is the single source of keys, types, defaults and descriptions; this module only
-lays them out (plus the client-property tables of :mod:`k2k.config.clients` and the duration
+lays them out (plus the client-property tables of :mod:`k2k.config.client_rules` and the duration
 units of :mod:`k2k.config.durations`). ``tests/config/test_reference.py`` fails when the
 committed file and the output differ, so the docs cannot drift from the code.
 """
@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, TypeAdapter
 from pydantic.fields import FieldInfo
 
-from k2k.config import clients
+from k2k.config import client_rules
 from k2k.config.clusters import SourceCluster, TargetCluster
 from k2k.config.durations import UNIT_SPELLINGS
 from k2k.config.features import TracingToggles
@@ -284,7 +284,7 @@ def _client_sections() -> Iterator[str]:
     yield "\n### Renamed for librdkafka\n"
     yield "| Java property | librdkafka property | Value |"
     yield "|---|---|---|"
-    for java, rename in clients.RENAMES.items():
+    for java, rename in client_rules.RENAMES.items():
         yield f"| `{java}` | `{rename.target}` | {_escape(rename.note or 'unchanged')} |"
     yield "\n### Translated together\n"
     yield (
@@ -302,7 +302,7 @@ def _client_sections() -> Iterator[str]:
     yield "\n### Refused: Java client only\n"
     yield "| Property | Why, and what instead |"
     yield "|---|---|"
-    for name, reason in clients.JAVA_ONLY.items():
+    for name, reason in client_rules.JAVA_ONLY.items():
         yield f"| `{name}` | {_escape(reason)} |"
     yield "\nAlso refused: any `schema.registry.*` and `basic.auth.*` property (" + (
         "they belong in `source.registry` / `target.registry`)."
@@ -329,7 +329,7 @@ def _client_sections() -> Iterator[str]:
     yield "\n### Managed by k2k\n"
     yield "| Property | Refused values | Why |"
     yield "|---|---|---|"
-    for name, (refused, reason) in clients.MANAGED.items():
+    for name, (refused, reason) in client_rules.MANAGED.items():
         values = "any" if refused is None else ", ".join(f"`{v}`" for v in sorted(refused))
         yield f"| `{name}` | {values} | {_escape(reason)} |"
 
