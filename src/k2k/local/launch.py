@@ -4,18 +4,18 @@ GC/JIT options, logging, class path, and the class-data archive they share.
 Start-up maps a class-data-sharing archive of the broker's classes (a faster start): the first
 cluster that stops cleanly leaves one per JVM build next to the jars, and every later start
 maps it. A JVM that cannot use it loads classes the normal way (and says so in ``broker.log``).
+The mechanism is :mod:`k2k.jvm.classdata`'s; this module says where a broker's archive lives.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from k2k.errors import LocalClusterError
+from k2k.jvm.classdata import ClassData, publish
 from k2k.local.install import java_build_id
 
 __all__ = ["DEFAULT_JVM_OPTIONS", "KafkaJvm", "publish_class_data"]
@@ -55,17 +55,13 @@ class KafkaJvm:
     def broker_command(self, server_properties: Path) -> list[str]:
         """The broker's whole command line, mapping the class-data archive or recording one
         at exit (see :func:`publish_class_data`)."""
-        return [
-            *self.command(self._class_data_options()),
-            "kafka.Kafka",
-            str(server_properties),
-        ]
+        return [*self.command(self._class_data().options), "kafka.Kafka", str(server_properties)]
 
     def run_tool(self, *args: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
         """Run one of Kafka's command-line tools (main class and arguments in ``args``) with
         the cluster's JVM settings and the shared class data; its output is captured."""
         archive = self._class_data_archive()
-        class_data = [f"-XX:SharedArchiveFile={archive}"] if archive.is_file() else []
+        class_data = ClassData(archive, None).options if archive.is_file() else ()
         return subprocess.run(
             [*self.command(class_data), *args],
             capture_output=True,
@@ -81,40 +77,35 @@ class KafkaJvm:
         a rejected one."""
         return self.libs.parent / "class-data" / f"kafka-{java_build_id(self.java)}.jsa"
 
-    def _class_data_options(self) -> list[str]:
-        """JVM options that use the shared class-data archive, or record one at exit.
+    def _class_data(self) -> ClassData:
+        """The shared archive to map, or where to record one at exit.
 
         Recording goes to a file in our own data dir (two clusters may stop at the same time);
         :func:`publish_class_data` moves it into place after a clean exit, in whichever
-        process stops the broker, which is why the destination is written down here.
+        process stops the broker, which is why the archive's path is written down here.
         """
         archive = self._class_data_archive()
-        dump, destination = _class_data_files(self.data_dir)
-        dump.unlink(missing_ok=True)
+        recording, destination = _class_data_files(self.data_dir)
+        recording.unlink(missing_ok=True)
         if archive.is_file():
             destination.unlink(missing_ok=True)
-            return [f"-XX:SharedArchiveFile={archive}"]
+            return ClassData(archive, None)
         destination.write_text(f"{archive}\n", encoding="utf-8")
-        return [f"-XX:ArchiveClassesAtExit={dump}"]
+        return ClassData(archive, recording)
 
 
 def publish_class_data(data_dir: Path, complete: bool) -> None:
-    """Move an archive the JVM recorded at exit to its shared place (atomically)."""
-    dump, destination = _class_data_files(data_dir)
+    """After the broker of ``data_dir`` stopped (``complete``: cleanly), the class data its
+    JVM recorded becomes the shared archive (:func:`k2k.jvm.classdata.publish`)."""
+    recording, destination = _class_data_files(data_dir)
     try:
-        if complete and dump.is_file() and dump.stat().st_size and destination.is_file():
-            archive = Path(destination.read_text(encoding="utf-8").strip())
-            archive.parent.mkdir(parents=True, exist_ok=True)
-            staging = archive.with_name(f".{archive.name}.{os.getpid()}")
-            # Copy, then rename within the target directory: data dirs often live on
-            # another file system (tmpfs) than ~/.cache, where a rename would fail.
-            shutil.copyfile(dump, staging)
-            os.replace(staging, archive)
-    except OSError:
-        pass  # only a start-up optimisation; the next clean stop tries again
+        archive = Path(destination.read_text(encoding="utf-8").strip())
+    except OSError:  # it mapped the archive, or never started here: nothing to publish
+        recording.unlink(missing_ok=True)
+        return
     finally:
-        dump.unlink(missing_ok=True)
         destination.unlink(missing_ok=True)
+    publish(ClassData(archive, recording), clean=complete)
 
 
 def _class_data_files(data_dir: Path) -> tuple[Path, Path]:
