@@ -29,12 +29,12 @@ from typing import Any, NamedTuple
 
 from k2k.errors import LocalClusterError
 from k2k.local.install import ensure_kafka_installed, find_java
-from k2k.local.launch import DEFAULT_JVM_OPTIONS, KafkaJvm, publish_class_data
+from k2k.local.launch import DEFAULT_JVM_OPTIONS, KafkaJvm, RunTool, publish_class_data
 from k2k.local.ports import HOST, free_port, port_is_free
 from k2k.local.process import LOG_TAIL_LINES, BrokerProcess, tail
 from k2k.local.readiness import unregister_stale_broker, wait_ready
 from k2k.local.settings import listener_ports, read_properties, write_config
-from k2k.local.storage import RunTool, check_storage, prepare_storage
+from k2k.local.storage import check_storage, prepare_storage
 
 __all__ = ["ClusterPair", "LocalCluster", "start_clusters", "start_pair", "stop_clusters"]
 

@@ -10,7 +10,7 @@ The mechanism is :mod:`k2k.jvm.classdata`'s; this module says where a broker's a
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,12 +18,15 @@ from k2k.errors import LocalClusterError
 from k2k.jvm.classdata import ClassData, publish
 from k2k.local.install import java_build_id
 
-__all__ = ["DEFAULT_JVM_OPTIONS", "KafkaJvm", "publish_class_data"]
+__all__ = ["DEFAULT_JVM_OPTIONS", "KafkaJvm", "RunTool", "publish_class_data"]
 
 DEFAULT_JVM_OPTIONS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 """JIT and GC flags for a fast start: the serial collector suits a small heap, and stopping at the
 C1 compiler starts the broker sooner. C1 code is slower at peak throughput, so a
 benchmark should pass its own ``jvm_options`` (e.g. ``()``) to measure the broker at full speed."""
+
+RunTool = Callable[..., subprocess.CompletedProcess[str]]
+"""Runs one of Kafka's tools: ``run_tool(main_class, *args, timeout_s=...)``."""
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from k2k.errors import LocalClusterError
 from k2k.kafka.factory import build_admin
+from k2k.local.launch import RunTool
 from k2k.local.ports import HOST, accepts_connections
 from k2k.local.process import BrokerProcess
 from k2k.local.settings import controller_address, read_properties
-from k2k.local.storage import RunTool
 
 __all__ = ["unregister_stale_broker", "wait_ready"]
 
@@ -121,7 +121,7 @@ def unregister_stale_broker(
     name: str,
     server_properties: Path,
     started_at: float | None,
-    run_tool: Callable[[], RunTool],
+    tools: Callable[[], RunTool],
     deadline: float,
     announce: Callable[[str], None],
 ) -> None:
@@ -136,14 +136,14 @@ def unregister_stale_broker(
     seconds, succeeds. Past half the session we leave it alone: the session expires soon by
     itself, and a late unregister could hit the new broker's registration.
 
-    :param run_tool: gives what runs Kafka's tools, asked only when they are needed.
+    :param tools: gives what runs Kafka's tools, asked only when they are needed.
     """
     settings = read_properties(server_properties)
     session_s = int(settings["broker.session.timeout.ms"]) / 1000
     if started_at is None or time.monotonic() - started_at > session_s / 2:
         return
     controller = controller_address(server_properties)
-    tool = run_tool()
+    tool = tools()
     held = (
         f"{name}: the controller still held the registration of the broker that did "
         "not stop cleanly"

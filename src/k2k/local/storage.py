@@ -18,13 +18,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from k2k.errors import LocalClusterError
+from k2k.local.launch import RunTool
 from k2k.local.process import LOG_TAIL_LINES
 from k2k.local.settings import read_properties
 
-__all__ = ["RunTool", "check_storage", "prepare_storage"]
-
-RunTool = Callable[..., subprocess.CompletedProcess[str]]
-"""Runs one of Kafka's tools: ``run_tool(main_class, *args, timeout_s=...)``."""
+__all__ = ["check_storage", "prepare_storage"]
 
 
 def check_storage(name: str, log_dirs: Path) -> None:
