@@ -1,5 +1,6 @@
-"""The Spark driver JVM's class-data archive (k2k.spark.classdata): which archive a start
-maps or records, and that only a recording whose JVM exited cleanly is published."""
+"""The Spark driver JVM's class-data archive (k2k.spark.classdata, on k2k.jvm.classdata):
+which archive a start maps or records, and that only a recording whose JVM exited cleanly
+is published."""
 
 from __future__ import annotations
 
@@ -10,14 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from k2k.spark.classdata import (
-    ARCHIVE_DIR,
-    KEEP_ARCHIVES,
-    ClassData,
-    class_data,
-    publish,
-    release_archives,
-)
+from k2k.jvm.classdata import ClassData, release_archives
+from k2k.spark.classdata import ARCHIVE_DIR, KEEP_ARCHIVES, class_data, driver_options, publish
 
 
 @pytest.fixture(autouse=True)
@@ -53,15 +48,15 @@ def test_first_start_records_then_starts_map_the_published_archive(tmp_path, spa
     home = tmp_path / "home"
     first = class_data({}, spark_home, home)
     assert first is not None and first.recording is not None
-    assert f"-XX:ArchiveClassesAtExit={first.recording}" in first.options
+    assert f"-XX:ArchiveClassesAtExit={first.recording}" in driver_options(first)
     assert first.recording.parent == first.archive.parent == home / ARCHIVE_DIR
     first.recording.write_bytes(b"classes")  # what the JVM writes at exit
     publish(first, exit_code=0)
     assert first.archive.read_bytes() == b"classes" and not first.recording.exists()
     again = class_data({}, spark_home, home)
     assert again == ClassData(first.archive, None)
-    assert f"-XX:SharedArchiveFile={first.archive}" in again.options
-    assert "-Xlog:cds=off" in again.options
+    assert f"-XX:SharedArchiveFile={first.archive}" in driver_options(again)
+    assert "-Xlog:cds=off" in driver_options(again)
 
 
 @pytest.mark.parametrize("exit_code", [1, 137, None])

@@ -21,8 +21,9 @@ import click
 
 from k2k.cli.errorboundary import one_line_errors
 from k2k.errors import LocalClusterError
-from k2k.local.cluster import LocalCluster, port_is_free, start_clusters, stop_clusters
+from k2k.local.cluster import LocalCluster, start_clusters, stop_clusters
 from k2k.local.install import KAFKA_VERSION, ensure_kafka_installed, k2k_home
+from k2k.local.ports import port_is_free
 
 __all__ = ["default_data_dir", "local"]
 

@@ -12,16 +12,9 @@ Apache Kafka brokers. This package installs the broker jars from Maven Central
     >>> pair.stop()                                                     # doctest: +SKIP
 """
 
-from k2k.local.cluster import (
-    ClusterPair,
-    LocalCluster,
-    free_port,
-    port_is_free,
-    start_clusters,
-    start_pair,
-    stop_clusters,
-)
+from k2k.local.cluster import ClusterPair, LocalCluster, start_clusters, start_pair, stop_clusters
 from k2k.local.install import KAFKA_VERSION, ensure_kafka_installed, find_java, k2k_home
+from k2k.local.ports import free_port, port_is_free
 
 __all__ = [
     "KAFKA_VERSION",

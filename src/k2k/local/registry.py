@@ -25,8 +25,8 @@ from importlib import resources
 from pathlib import Path
 
 from k2k.errors import LocalClusterError
-from k2k.local.cluster import _start_watchdog
 from k2k.local.install import _java_banner, _java_major, k2k_home, maven_install
+from k2k.local.process import start_watchdog
 
 __all__ = [
     "APICURIO_VERSION",
@@ -164,7 +164,7 @@ def start_registry(
         )
     registry = LocalRegistry(name, port, process, log)
     if owner_pid is not None:
-        registry.watchdog = _start_watchdog(owner_pid, process.pid)
+        registry.watchdog = start_watchdog(owner_pid, process.pid)
     return registry
 
 

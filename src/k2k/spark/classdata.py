@@ -1,11 +1,10 @@
-"""The class-data archive of the Spark driver JVM that k2k starts: that JVM starts about a
-second sooner (docs/spark.md#start-up).
+"""Which class-data archive the Spark driver JVM that k2k starts maps or records: that JVM
+starts about a second sooner (docs/spark.md#start-up). The mechanism (recording, publishing,
+locks, pruning) is :mod:`k2k.jvm.classdata`'s; this module names an archive after what the
+driver JVM loads: the JDK, Spark's jars and configuration, and the driver's settings.
 
-The first start with a given Java, Spark and driver settings records the classes the JVM
-loaded (``-XX:ArchiveClassesAtExit``); later starts map that archive
-(``-XX:SharedArchiveFile``) instead of loading and verifying those classes again. A
-truncated archive crashes the JVM that maps it, so a recording is published only once its
-JVM exited with status 0, by a rename within the archive directory.
+Archives live under ``$K2K_HOME`` and are shared by every k2k process on the machine; the
+most recently used are kept.
 
 Runs on: driver, when k2k launches Spark's JVM itself (not under spark-submit).
 """
@@ -13,18 +12,17 @@ Runs on: driver, when k2k launches Spark's JVM itself (not under spark-submit).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import shutil
-import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
+from k2k.jvm import classdata
+from k2k.jvm.classdata import ClassData
 from k2k.jvm.home import k2k_home
 
-__all__ = ["ARCHIVE_DIR", "KEEP_ARCHIVES", "ClassData", "class_data", "publish", "release_archives"]
+__all__ = ["ARCHIVE_DIR", "KEEP_ARCHIVES", "class_data", "driver_options", "publish"]
 
 #: Under ``$K2K_HOME``: the archives, and recordings in progress (dot files).
 ARCHIVE_DIR = "spark-class-data"
@@ -53,30 +51,11 @@ _JAVA_OPTION_SETTINGS = ("spark.driver.defaultJavaOptions", "spark.driver.extraJ
 _USERS_OWN = ("-Xshare", "SharedArchiveFile", "ArchiveClassesAtExit", "AutoCreateSharedArchive")
 #: The JVM's notes about archives (one it rejects, classes it cannot archive) mean nothing
 #: to an operator: without the archive the JVM only starts as it would have anyway.
-_QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
-_RECORDING = ".recording"
+_QUIET = ("-Xlog:cds=off", "-Xlog:cds+dynamic=off")
 #: Archives kept, the most recently used: one per setup an operator runs side by side, while
 #: those of replaced JDKs, Spark installations or settings (about 100 MB each) go. An archive
-#: a running JVM maps is never removed (see _hold).
+#: a running JVM maps is never removed (see :func:`k2k.jvm.classdata.hold`).
 KEEP_ARCHIVES = 5
-#: This process's shared locks on the archives its JVMs map: path -> open descriptor.
-_HELD: dict[Path, int] = {}
-
-
-@dataclass(frozen=True)
-class ClassData:
-    """The archive for one driver JVM, and where that JVM records one when there is none."""
-
-    archive: Path
-    #: Where the JVM writes its classes at exit; None when it maps :attr:`archive`.
-    recording: Path | None
-
-    @property
-    def options(self) -> str:
-        """The JVM options that map the archive, or record one."""
-        if self.recording is None:
-            return f"-XX:SharedArchiveFile={self.archive} {_QUIET}"
-        return f"-XX:ArchiveClassesAtExit={self.recording} {_QUIET}"
 
 
 def class_data(
@@ -95,41 +74,25 @@ def class_data(
     archive = directory / f"spark-{_key(java, spark_home, settings)}.jsa"
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        _remove_orphans(directory)
+        classdata.remove_orphans(directory)
     except OSError:
         return None
-    if _hold(archive):
-        with contextlib.suppress(OSError):
-            os.utime(archive)  # its time says when it was last used (see _prune)
+    if classdata.hold(archive):
         return ClassData(archive, None)
-    # The pid tells an orphan; the random part keeps two hosts sharing $K2K_HOME apart.
-    recording = f".{archive.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}{_RECORDING}"
-    return ClassData(archive, directory / recording)
+    return ClassData(archive, classdata.recording_for(archive))
+
+
+def driver_options(data: ClassData) -> str:
+    """The driver's Java options for ``data``, in the one string Spark's setting takes."""
+    return " ".join((*data.options, *_QUIET))
 
 
 def publish(data: ClassData, exit_code: int | None) -> None:
     """After the JVM of ``data`` ended with ``exit_code``: its complete recording becomes
-    the archive (atomically), any other is removed."""
-    if data.recording is None:
-        return
-    # Only a start-up optimisation: whatever fails here, a later start records again.
-    with contextlib.suppress(OSError):
-        try:
-            if exit_code == 0 and data.recording.is_file() and data.recording.stat().st_size:
-                _sync(data.recording)  # on disk before its name says it is complete
-                os.replace(data.recording, data.archive)
-                _sync(data.archive.parent)
-                _prune(data.archive.parent, data.archive)
-        finally:
-            data.recording.unlink(missing_ok=True)
-
-
-def _sync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    the archive (atomically), any other is removed; the least recently used archives go."""
+    if classdata.publish(data, clean=exit_code == 0):
+        with contextlib.suppress(OSError):
+            classdata.prune(data.archive.parent, "spark-*.jsa", KEEP_ARCHIVES, data.archive)
 
 
 def _spark_java() -> str | None:
@@ -169,78 +132,3 @@ def _stamp(path: Path) -> str:
     except OSError:
         return f"{path}:-"
     return f"{path}:{stat.st_size}:{stat.st_mtime_ns}"
-
-
-def _remove_orphans(directory: Path) -> None:
-    """Recordings of k2k processes that died before publishing (their JVMs still wrote
-    them, at exit): each is as large as an archive."""
-    for path in directory.glob(f".*{_RECORDING}"):
-        pid = path.name.removesuffix(_RECORDING).rsplit(".", 2)[-2]
-        if pid.isdigit() and not _alive(int(pid)):
-            path.unlink(missing_ok=True)
-
-
-def _hold(archive: Path) -> bool:
-    """Take a shared lock on ``archive`` for as long as this process lives (its JVM maps
-    the file, which on a shared file system must not vanish under it); False when there is
-    no archive, or it was just removed."""
-    held = _HELD.get(archive)
-    if held is not None:
-        with contextlib.suppress(OSError):
-            if os.fstat(held).st_nlink:
-                return True
-        os.close(held)  # deleted by hand: look again
-        del _HELD[archive]
-    try:
-        fd = os.open(archive, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH)
-        if os.fstat(fd).st_nlink == 0:
-            raise FileNotFoundError(archive)  # removed between the open and the lock
-    except OSError:
-        os.close(fd)
-        return False
-    _HELD[archive] = fd
-    return True
-
-
-def release_archives() -> None:
-    """Let go of this process's locks on archives (tests; a process's end does it too)."""
-    for fd in _HELD.values():
-        with contextlib.suppress(OSError):
-            os.close(fd)
-    _HELD.clear()
-
-
-def _prune(directory: Path, published: Path) -> None:
-    """Keep the :data:`KEEP_ARCHIVES` most recently used archives, and any archive a running
-    k2k process holds (its JVM maps it), and ``published``."""
-    archives = []
-    for path in directory.glob("spark-*.jsa"):
-        with contextlib.suppress(OSError):
-            archives.append((path.stat().st_mtime_ns, path))
-    for _, path in sorted(archives, reverse=True)[KEEP_ARCHIVES:]:
-        if path != published:
-            with contextlib.suppress(OSError):
-                _remove_unless_held(path)
-
-
-def _remove_unless_held(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError while one is held
-        path.unlink()
-    finally:
-        os.close(fd)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -30,7 +30,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from k2k.spark.classdata import ClassData, class_data, publish
+from k2k.jvm.classdata import ClassData
+from k2k.spark.classdata import class_data, driver_options, publish
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -234,7 +235,7 @@ def _launch_jvm(settings: Mapping[str, str]) -> None:
     data = class_data(settings, Path(_find_spark_home()))
     if data is not None:
         key = "spark.driver.extraJavaOptions"
-        settings = {**settings, key: f"{settings.get(key, '')} {data.options}".strip()}
+        settings = {**settings, key: f"{settings.get(key, '')} {driver_options(data)}".strip()}
     spark_conf = SparkConf(loadDefaults=False).setAll(list(settings.items()))
     gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": subprocess.PIPE})
     if gateway.proc is not None:  # None: PySpark joined a gateway it did not start
