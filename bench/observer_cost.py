@@ -27,7 +27,15 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from bench.harness import preload
 from k2k.kafka.factory import consumer_settings, producer_settings
 from k2k.local import free_port, start_pair
-from k2k.pipeline.plan import LeaseSpec, PartitionRange, RunnerGroup
+from k2k.pipeline.plan import (
+    ClientSpec,
+    CommitSpec,
+    ControlTopicSpec,
+    LeaseSpec,
+    PartitionRange,
+    PolicySpec,
+    RunnerGroup,
+)
 from k2k.pipeline.task.mappings import MappingPublisher
 from k2k.pipeline.task.observe import ProducedRun
 from k2k.pipeline.task.runner import Runner
@@ -93,18 +101,37 @@ def runner_spec(
     with ``partition: source``; progress in ``<name>-progress``."""
     return LeaseSpec(
         lease_id=1,
-        pipeline=name,
-        commit_group=name,
-        commit_topic=f"{name}-progress",
-        commit_partitions=1,
-        source_consumer=consumer_settings({"bootstrap.servers": source}, name),
-        target_producer=producer_settings({"bootstrap.servers": target}, False, exactly_once=eos),
         topics={s: TopicPlan(s, t, SourcePartition(), True, True, None) for s, t in routes.items()},
-        batch_size=batch_size,
-        batch_timeout_s=batch_timeout_s,
+        topic_ids={},
         lease_s=600,
-        exactly_once=eos,
-        control_consumer={"bootstrap.servers": target},
+        control=None,
+        observer=None,
+        telemetry=False,
+        clients=ClientSpec(
+            source_consumer=consumer_settings({"bootstrap.servers": source}, name),
+            target_producer=producer_settings(
+                {"bootstrap.servers": target}, False, exactly_once=eos
+            ),
+            control_consumer={"bootstrap.servers": target},
+        ),
+        # The delivery timeout and policies a pipeline has when it sets none.
+        commit=CommitSpec(
+            exactly_once=eos,
+            batch_size=batch_size,
+            batch_timeout_s=batch_timeout_s,
+            ack_timeout_s=300.0,
+        ),
+        control_topics=ControlTopicSpec(
+            pipeline=name,
+            member="",
+            commit_group=name,
+            commit_topic=f"{name}-progress",
+            commit_partitions=1,
+            assignment_topic="",
+            assignment_partitions=1,
+            sync_timeout_s=30.0,
+        ),
+        policies=PolicySpec(on_sync_timeout="fail", on_bad_record="fail", on_records_lost="fail"),
     )
 
 

@@ -27,12 +27,13 @@ from k2k.coordination.assignment import producer_ids
 from k2k.errors import Unavailable
 from k2k.kafka.factory import producer_settings
 from k2k.kafka.faults import Outcome, classify, fatal_cause
-from k2k.pipeline.plan import LeaseSpec, PartitionRange
+from k2k.pipeline.plan import ClientSpec, CommitSpec, LeaseSpec, PartitionRange
 from k2k.pipeline.task.commit.exactly_once import ExactlyOnce, start_transactional_producers
 from k2k.pipeline.task.commit.ledger import ProgressLedger
 from k2k.pipeline.task.commit.transactions import TransactionPair
 from k2k.pipeline.task.faults import RunnerFaults
 from tests.integration.eos_util import progress_history
+from tests.integration.inprocess import POLICIES, control_topics
 from tests.kafkautil import create_topic, end_offsets, eventually, list_topics, read_all
 
 pytestmark = pytest.mark.integration
@@ -47,18 +48,38 @@ def _spec(bootstrap: str, name: str, commit_topic: str) -> LeaseSpec:
     target = {"bootstrap.servers": bootstrap, "message.timeout.ms": str(MESSAGE_TIMEOUT_MS)}
     return LeaseSpec(
         lease_id=1,
-        pipeline=name,
-        commit_group=name,
-        commit_topic=commit_topic,
-        commit_partitions=1,
-        source_consumer={},
-        target_producer=producer_settings(target, False, exactly_once=True),
         topics={},
-        batch_size=100,
-        batch_timeout_s=1.0,
+        topic_ids={},
         lease_s=60,
-        ack_timeout_s=30,
-        exactly_once=True,
+        control=None,
+        observer=None,
+        telemetry=False,
+        # No control consumer: the ledgers take their ranges' starts as read.
+        clients=ClientSpec(
+            source_consumer={},
+            target_producer=producer_settings(target, False, exactly_once=True),
+            control_consumer={},
+        ),
+        commit=CommitSpec(exactly_once=True, batch_size=100, batch_timeout_s=1.0, ack_timeout_s=30),
+        control_topics=control_topics(name, commit_topic),
+        policies=POLICIES,
+    )
+
+
+def _ledger(spec: LeaseSpec, ranges: list[PartitionRange], faults: RunnerFaults) -> ProgressLedger:
+    return ProgressLedger(
+        ranges,
+        faults,
+        control=spec.control_topics,
+        consumer=spec.clients.control_consumer,
+        policies=spec.policies,
+        topic_ids=spec.topic_ids,
+    )
+
+
+def _producers(spec: LeaseSpec, txid: str, faults: RunnerFaults) -> list[Producer]:
+    return start_transactional_producers(
+        spec.clients.target_producer, spec.control_topics, txid, faults
     )
 
 
@@ -114,12 +135,12 @@ def test_a_commit_whose_abort_fails_raises_its_own_error_and_the_id_is_fenced(
     spec = _spec(clusters.target, name, commit_topic)
     txid = f"{name}-txn"
     faults = RunnerFaults(txid)
-    first, second = start_transactional_producers(spec, txid, faults)
+    first, second = _producers(spec, txid, faults)
     faults.producers = [first, second]
     _doomed(clusters.target, first, gone)
     # A ledger without partitions re-states no progress: the doomed record is the
     # transaction's only one, as a batch of records for one target partition would be.
-    strategy = ExactlyOnce(spec, [first, second], ProgressLedger(spec, [], faults), faults, 1)
+    strategy = ExactlyOnce(spec.commit, [first, second], _ledger(spec, [], faults), faults, 1)
     caplog.set_level(logging.WARNING, logger="k2k.transactions")
     try:
         strategy.begin()
@@ -140,7 +161,7 @@ def test_a_commit_whose_abort_fails_raises_its_own_error_and_the_id_is_fenced(
 
     # The next runner of the id initialises both producer ids: that fences the old pair.
     successor_faults = RunnerFaults(txid)
-    successors = start_transactional_producers(spec, txid, successor_faults)
+    successors = _producers(spec, txid, successor_faults)
     successor_faults.producers = successors
     second.begin_transaction()  # the old pair's healthy producer, now a zombie
     second.produce(target, b"zombie", b"z", partition=0)
@@ -150,8 +171,8 @@ def test_a_commit_whose_abort_fails_raises_its_own_error_and_the_id_is_fenced(
 
     # A batch under the fenced id commits through k2k's commit path, exactly once.
     ranges = [PartitionRange(*SOURCE_TP, 0, None, False)]
-    ledger = ProgressLedger(spec, ranges, successor_faults)
-    after = ExactlyOnce(spec, successors, ledger, successor_faults, 1)
+    ledger = _ledger(spec, ranges, successor_faults)
+    after = ExactlyOnce(spec.commit, successors, ledger, successor_faults, 1)
     try:
         after.begin()
         for i in range(3):

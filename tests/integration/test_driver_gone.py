@@ -52,7 +52,7 @@ def test_runner_stops_without_committing_once_its_driver_is_gone(clusters, topic
     spec = inprocess_spec(
         clusters, name, plans, batch_timeout_s=0.1, lease_s=300, control=driver.address
     )
-    commit_topic = spec.commit_topic
+    commit_topic = spec.control_topics.commit_topic
     ranges = tuple(PartitionRange(source, p, 0, None, False) for p in range(PARTITIONS))
     summaries: list[RunnerSummary] = []
     runner = threading.Thread(

@@ -6,7 +6,16 @@ import pytest
 
 from k2k import stages
 from k2k.kafka import murmur2
-from k2k.pipeline.plan import LeaseSpec, PartitionRange, RunnerGroup, plan_groups
+from k2k.pipeline.plan import (
+    ClientSpec,
+    CommitSpec,
+    ControlTopicSpec,
+    LeaseSpec,
+    PartitionRange,
+    PolicySpec,
+    RunnerGroup,
+    plan_groups,
+)
 
 # Kafka's own test vectors (UtilsTest.testMurmur2).
 JAVA_MURMUR2 = {
@@ -73,7 +82,17 @@ def test_everything_sent_to_tasks_pickles():
     tracing = stages.TracingHeaders("a", "b", "c", "d", "p")
     plan = stages.TopicPlan("t", "u", stages.SourcePartition(), True, True, tracing)
     spec = LeaseSpec(
-        1, "p", "g", "ctl", 1, {"bootstrap.servers": "x"}, {}, {"t": plan}, 10, 1.0, 0.0
+        lease_id=1,
+        topics={"t": plan},
+        topic_ids={"t": "id"},
+        lease_s=0.0,
+        control=("h", 1, "token"),
+        observer=None,
+        telemetry=True,
+        clients=ClientSpec({"bootstrap.servers": "x"}, {}, {}),
+        commit=CommitSpec(exactly_once=True, batch_size=10, batch_timeout_s=1.0, ack_timeout_s=9),
+        control_topics=ControlTopicSpec("p", "m", "g", "ctl", 1, "asg", 1, 30.0),
+        policies=PolicySpec(on_sync_timeout="fail", on_bad_record="ignore", on_records_lost="fail"),
     )
     group = RunnerGroup(0, (PartitionRange("t", 0, 5, None, True),))
     assert pickle.loads(pickle.dumps(spec)) == spec

@@ -21,9 +21,13 @@ if TYPE_CHECKING:
 Policy = Literal["fail", "ignore"]
 
 __all__ = [
+    "ClientSpec",
+    "CommitSpec",
+    "ControlTopicSpec",
     "LeaseSpec",
     "PartitionOutcome",
     "PartitionRange",
+    "PolicySpec",
     "RunnerGroup",
     "RunnerSummary",
     "plan_groups",
@@ -62,52 +66,89 @@ class RunnerGroup:
     claims: tuple[tuple[str, int, str], ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class ClientSpec:
+    """The settings runners build their clients from.
+
+    They contain credentials: they travel to executors as Spark task data and are never
+    logged.
+    """
+
+    #: The consumer reading the records to copy.
+    source_consumer: dict[str, str]
+    #: The producer writing copies and control records (exactly-once: one per transactional id).
+    target_producer: dict[str, str]
+    #: The target consumer reading control topics at task start; empty: none is read.
+    control_consumer: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class CommitSpec:
+    """When copied records count as committed: the delivery mode and its batches."""
+
+    exactly_once: bool
+    batch_size: int
+    batch_timeout_s: float
+    #: The user's delivery timeout: a commit batch not acknowledged within it fails the lease.
+    ack_timeout_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class ControlTopicSpec:
+    """The control topics runners read and write, and who their progress records name."""
+
+    pipeline: str
+    #: Assignment member name, written into progress records.
+    member: str
+    commit_group: str
+    commit_topic: str
+    commit_partitions: int
+    assignment_topic: str
+    assignment_partitions: int
+    #: How long reading a control topic to its end may take.
+    sync_timeout_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySpec:
+    """The ``errorHandling`` choices runners apply themselves."""
+
+    on_sync_timeout: Policy
+    on_bad_record: Policy
+    #: ``onSourceRecordsLost``: ``fail`` or ``continue``.
+    on_records_lost: str
+
+
 @dataclass(frozen=True)
 class LeaseSpec:
     """Everything a runner task needs for one lease (shared by all groups of the lease).
 
-    Client configurations contain credentials: they travel to executors as Spark task data
-    and are never logged.
+    The runner hands each of its parts only the spec parts it uses. No field has a default:
+    the config model is the one source of defaults, and whoever builds a spec sets every
+    value (:func:`k2k.pipeline.driver.lease.lease_template`).
     """
 
     lease_id: int
-    pipeline: str
-    commit_group: str
-    commit_topic: str
-    commit_partitions: int
-    source_consumer: dict[str, str]
-    target_producer: dict[str, str]
     #: The compiled plan of every topic the lease may copy, by source topic.
     topics: dict[str, TopicPlan]
-    batch_size: int
-    batch_timeout_s: float
+    #: The id of every source topic of ``topics`` (source topic -> id), written into
+    #: progress records: progress of a deleted topic never applies to a re-created one.
+    topic_ids: dict[str, str]
+    #: How long the lease runs, on the executor's clock.
     lease_s: float
-    control: tuple[str, int, str] | None = None
-    flush_timeout_s: float = 60.0
-    #: The user's delivery timeout: a commit batch not acknowledged within it fails the lease.
-    ack_timeout_s: float = 300.0
-    exactly_once: bool = False
-    #: Assignment member name (written into progress records) and the assignment topic.
-    member: str = ""
-    assignment_topic: str = ""
-    assignment_partitions: int = 1
-    #: Target consumer settings for reading control topics at task start.
-    control_consumer: dict[str, str] = field(default_factory=dict)
-    sync_timeout_s: float = 30.0
-    on_sync_timeout: Policy = "fail"
-    on_bad_record: Policy = "fail"
-    #: ``errorHandling.onSourceRecordsLost``: ``fail`` or ``continue``.
-    on_records_lost: str = "fail"
+    #: The lease channel's address; None: no driver to listen to.
+    control: tuple[str, int, str] | None
     #: Builds each runner's observer of produced runs (offset mapping, metrics) on the
     #: executor, given the runner's commit strategy (records that must commit with a batch
     #: go through its ``add``); a picklable callable. None: no observer, the fast path.
-    observer: Callable[[CommitStrategy], RunObserver] | None = None
+    observer: Callable[[CommitStrategy], RunObserver] | None
     #: ``-t/--telemetry``: runners count records, bytes, latency and commits, and send
     #: their totals to the driver over the lease channel (k2k.metrics).
-    telemetry: bool = False
-    #: The id of every source topic of ``topics`` (source topic -> id), written into
-    #: progress records: progress of a deleted topic never applies to a re-created one.
-    topic_ids: dict[str, str] = field(default_factory=dict)
+    telemetry: bool
+    clients: ClientSpec
+    commit: CommitSpec
+    control_topics: ControlTopicSpec
+    policies: PolicySpec
 
 
 @dataclass(slots=True)

@@ -33,7 +33,15 @@ from k2k.config import PipelineConfig
 from k2k.errors import K2KError, ReplicationError, Unavailable
 from k2k.kafka.factory import consumer_settings, delivery_timeout_s, producer_settings
 from k2k.pipeline.channel import LeaseControl
-from k2k.pipeline.plan import LeaseSpec, RunnerGroup, RunnerSummary
+from k2k.pipeline.plan import (
+    ClientSpec,
+    CommitSpec,
+    ControlTopicSpec,
+    LeaseSpec,
+    PolicySpec,
+    RunnerGroup,
+    RunnerSummary,
+)
 from k2k.pipeline.task.runner import run_groups
 from k2k.spark.session import is_local, spark_error_line
 
@@ -57,45 +65,63 @@ TICK_S = 0.5
 def lease_template(
     cfg: PipelineConfig, *, commit_partitions: int, assignment_partitions: int, member: str
 ) -> LeaseSpec:
-    """Runs on: driver, once per start. The lease spec without its per-lease fields
-    (``lease_id``, ``topics``, and ``control`` until the channel is open): the planner
-    fills those in with :func:`dataclasses.replace`."""
-    commit = cfg.coordination.commit
-    producer_props = cfg.target_client("producer")
-    target_producer = producer_settings(
-        producer_props,
-        partition_by_key=cfg.replication.sink.partition != "source",
-        exactly_once=cfg.features.exactly_once,
-    )
-    return LeaseSpec(
-        lease_id=0,
-        pipeline=cfg.name,
-        commit_group=cfg.commit_group,
-        commit_topic=commit.topic,
-        commit_partitions=commit_partitions,
+    """Runs on: driver, once per start. The lease spec without its per-lease values: no
+    ``lease_id``, ``topics`` or ``topic_ids`` yet, no ``control`` until the channel is open,
+    no observer and no telemetry; the planner fills those in with
+    :func:`dataclasses.replace`."""
+    clients = ClientSpec(
         source_consumer=consumer_settings(
             cfg.source_client("consumer"), group_id=f"k2k.{cfg.name}"
         ),
-        target_producer=target_producer,
+        target_producer=producer_settings(
+            cfg.target_client("producer"),
+            partition_by_key=cfg.replication.sink.partition != "source",
+            exactly_once=cfg.features.exactly_once,
+        ),
+        control_consumer=cfg.target_client("consumer"),
+    )
+    return LeaseSpec(
+        lease_id=0,
         topics={},
+        topic_ids={},
+        lease_s=cfg.spark.lease_duration.total_seconds(),
+        control=None,
+        observer=None,
+        telemetry=False,
+        clients=clients,
+        commit=_commit_spec(cfg, clients.target_producer),
+        control_topics=ControlTopicSpec(
+            pipeline=cfg.name,
+            member=member,
+            commit_group=cfg.commit_group,
+            commit_topic=cfg.coordination.commit.topic,
+            commit_partitions=commit_partitions,
+            assignment_topic=cfg.coordination.assignment.topic,
+            assignment_partitions=assignment_partitions,
+            sync_timeout_s=cfg.coordination.commit.sync_timeout.total_seconds(),
+        ),
+        policies=PolicySpec(
+            on_sync_timeout=cfg.error_handling.on_commit_sync_timeout,
+            on_bad_record=cfg.error_handling.on_control_message_deserialization_error,
+            on_records_lost=cfg.error_handling.on_source_records_lost,
+        ),
+    )
+
+
+def _commit_spec(cfg: PipelineConfig, target_producer: dict[str, str]) -> CommitSpec:
+    """``coordination.commit`` and the delivery mode, for :func:`lease_template`."""
+    commit = cfg.coordination.commit
+    exactly_once = cfg.features.exactly_once
+    return CommitSpec(
+        exactly_once=exactly_once,
         batch_size=commit.batch_size,
         batch_timeout_s=commit.batch_timeout.total_seconds(),
-        lease_s=cfg.spark.lease_duration.total_seconds(),
         # The user's delivery timeout, applied by the runner to whole commit batches. Not
         # the effective setting: at-least-once forces librdkafka's own expiry off (see
         # PRODUCER_FORCED); exactly-once keeps it, bounded by the transaction timeout.
         ack_timeout_s=delivery_timeout_s(
-            target_producer if cfg.features.exactly_once else producer_props
+            target_producer if exactly_once else cfg.target_client("producer")
         ),
-        exactly_once=cfg.features.exactly_once,
-        member=member,
-        assignment_topic=cfg.coordination.assignment.topic,
-        assignment_partitions=assignment_partitions,
-        control_consumer=cfg.target_client("consumer"),
-        sync_timeout_s=commit.sync_timeout.total_seconds(),
-        on_sync_timeout=cfg.error_handling.on_commit_sync_timeout,
-        on_bad_record=cfg.error_handling.on_control_message_deserialization_error,
-        on_records_lost=cfg.error_handling.on_source_records_lost,
     )
 
 

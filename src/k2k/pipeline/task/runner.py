@@ -74,7 +74,14 @@ class Runner:
         self.spec = spec
         self.group = group
         self.faults = RunnerFaults(group.transactional_id)
-        self.ledger = ProgressLedger(spec, group.ranges, self.faults)
+        self.ledger = ProgressLedger(
+            group.ranges,
+            self.faults,
+            control=spec.control_topics,
+            consumer=spec.clients.control_consumer,
+            policies=spec.policies,
+            topic_ids=spec.topic_ids,
+        )
         #: Records, key+value bytes and bidirectional skips of a lease that ended cleanly.
         self.copied = (0, 0, 0)
         #: The runner's metrics (telemetry), fed by the run observer and the commits.
@@ -119,12 +126,12 @@ class Runner:
                 if ranges is None:
                     return  # the lease ended before its progress could be read: nothing copied
                 source = SourceReader(
-                    spec.source_consumer,
+                    spec.clients.source_consumer,
                     ranges,
                     self.ledger.committed,
                     self.ledger.outcomes,
                     self.faults.on_client_error,
-                    spec.on_records_lost,
+                    spec.policies.on_records_lost,
                 )
                 closing.callback(source.close)
                 if not source.assigned and not self.ledger.unwritten:
@@ -149,41 +156,46 @@ class Runner:
         every earlier producer of them, and the claims are checked after that (see
         k2k.coordination.assignment); only then is progress read."""
         spec, txid = self.spec, self.group.transactional_id
-        if spec.exactly_once:
+        if spec.commit.exactly_once:
             if not txid:
                 raise ReplicationError(
                     f"runner group {self.group.index} has no transactional id; exactly-once "
                     "needs one per runner (a planner bug: nothing was copied)"
                 )
-            producers = start_transactional_producers(spec, txid, self.faults)
+            producers = start_transactional_producers(
+                spec.clients.target_producer, spec.control_topics, txid, self.faults
+            )
             self.faults.producers = producers
             self._verify_claims()
         else:
-            producer = build_producer(spec.target_producer, on_error=self.faults.on_client_error)
-            producers = [ready(producer, spec.commit_topic)]
+            producer = build_producer(
+                spec.clients.target_producer, on_error=self.faults.on_client_error
+            )
+            producers = [ready(producer, spec.control_topics.commit_topic)]
             self.faults.producers = producers
         return producers
 
     def _strategy(self, producers: list[Producer], partitions: int) -> CommitStrategy:
         """The commit strategy of the lease's delivery mode."""
-        if self.spec.exactly_once:
-            return ExactlyOnce(self.spec, producers, self.ledger, self.faults, partitions)
-        return AtLeastOnce(self.spec, producers[0], self.ledger, self.faults)
+        commit = self.spec.commit
+        if commit.exactly_once:
+            return ExactlyOnce(commit, producers, self.ledger, self.faults, partitions)
+        return AtLeastOnce(commit, producers[0], self.ledger, self.faults)
 
     def _verify_claims(self) -> None:
         """Stand down unless the newest claim on every partition is still ours."""
-        spec = self.spec
+        control = self.spec.control_topics
         mine = {(t, p): claim for t, p, claim in self.group.claims}
         if not mine:
             return
         lost = lost_claims(
-            spec.control_consumer,
-            spec.assignment_topic,
-            spec.assignment_partitions,
-            spec.commit_group,
+            self.spec.clients.control_consumer,
+            control.assignment_topic,
+            control.assignment_partitions,
+            control.commit_group,
             mine,
-            sync_timeout_s=spec.sync_timeout_s,
-            on_bad_record=spec.on_bad_record,
+            sync_timeout_s=control.sync_timeout_s,
+            on_bad_record=self.spec.policies.on_bad_record,
         )
         if lost:
             first = min(lost)

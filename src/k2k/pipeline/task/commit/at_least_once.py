@@ -24,12 +24,15 @@ from confluent_kafka import KafkaError, Message, Producer
 from k2k.errors import K2KError, ReplicationError, Unavailable
 from k2k.kafka.faults import describe, failure_kind
 from k2k.kafka.produce import produce_when_room
-from k2k.pipeline.plan import LeaseSpec
+from k2k.pipeline.plan import CommitSpec
 from k2k.pipeline.task.commit import BatchRecord, DeliveryCallback
 from k2k.pipeline.task.commit.ledger import Positions, ProgressLedger
 from k2k.pipeline.task.faults import RunnerFaults
 
 __all__ = ["AtLeastOnce"]
+
+#: How long each lease-end flush (the data, then the progress records) may take.
+_FLUSH_TIMEOUT_S = 60.0
 
 
 class _Epoch:
@@ -63,9 +66,12 @@ class AtLeastOnce:
     """Runs on: executor. The at-least-once :class:`~k2k.pipeline.task.commit.CommitStrategy`."""
 
     def __init__(
-        self, spec: LeaseSpec, producer: Producer, ledger: ProgressLedger, faults: RunnerFaults
+        self, spec: CommitSpec, producer: Producer, ledger: ProgressLedger, faults: RunnerFaults
     ) -> None:
-        self.spec = spec
+        # Bound once: the loop asks for room and due-ness after every consumed batch.
+        self.batch_size = spec.batch_size
+        self.batch_timeout_s = spec.batch_timeout_s
+        self.ack_timeout_s = spec.ack_timeout_s
         self.producer = producer
         self.ledger = ledger
         self.faults = faults
@@ -77,7 +83,7 @@ class AtLeastOnce:
         return self.epoch.on_delivery
 
     def room(self) -> int:
-        return self.spec.batch_size - self.epoch.records
+        return self.batch_size - self.epoch.records
 
     def begin(self) -> None:
         """Nothing to open: an epoch is only a count until it is sealed."""
@@ -88,9 +94,9 @@ class AtLeastOnce:
 
     def due(self, now: float) -> bool:
         epoch = self.epoch
-        return epoch.records >= self.spec.batch_size or (
+        return epoch.records >= self.batch_size or (
             bool(epoch.records or self.ledger.unwritten)
-            and now - epoch.started >= self.spec.batch_timeout_s
+            and now - epoch.started >= self.batch_timeout_s
         )
 
     def seal(self, positions: Positions) -> None:
@@ -120,7 +126,7 @@ class AtLeastOnce:
         # Step 1. The last epoch ends at the final positions.
         self.seal(positions)
         # Step 2. Every produced record acknowledged (or failed) within the flush timeout.
-        timeout = self.spec.flush_timeout_s
+        timeout = _FLUSH_TIMEOUT_S
         left = self.producer.flush(timeout)
         if left:
             raise Unavailable(
@@ -174,7 +180,7 @@ class AtLeastOnce:
                 raise epoch.kind(epoch.error + self.ledger.uncommitted_of(epoch.positions))
         self.faults.raise_failure()
         if self.pending and self.pending[0].outstanding:
-            timeout = self.spec.ack_timeout_s
+            timeout = self.ack_timeout_s
             if time.monotonic() - self.pending[0].sealed > timeout:
                 self._count_failure()
                 raise self.ledger.unacknowledged(timeout, self.pending[-1].positions)

@@ -29,7 +29,7 @@ from k2k.kafka.faults import (
     kafka_error_of,
 )
 from k2k.kafka.produce import produce_when_room
-from k2k.pipeline.plan import LeaseSpec
+from k2k.pipeline.plan import CommitSpec, ControlTopicSpec
 from k2k.pipeline.task.commit import BatchRecord, DeliveryCallback
 from k2k.pipeline.task.commit.ledger import TP, Positions, ProgressLedger, Written
 from k2k.pipeline.task.commit.transactions import TransactionPair
@@ -44,18 +44,22 @@ _ABORT_WAIT_S = 30.0
 
 
 def start_transactional_producers(
-    spec: LeaseSpec, transactional_id: str, faults: RunnerFaults
+    settings: dict[str, str],
+    control: ControlTopicSpec,
+    transactional_id: str,
+    faults: RunnerFaults,
 ) -> list[Producer]:
-    """Runs on: executor. The two producers of a runner's transaction pair, both
-    initialised, which fences every earlier producer of their ids (a failed or duplicate
-    attempt of this task)."""
+    """Runs on: executor. The two producers of a runner's transaction pair, built from the
+    target producer ``settings`` and both initialised, which fences every earlier producer
+    of their ids (a failed or duplicate attempt of this task)."""
     producers = []
+    sync_timeout_s = control.sync_timeout_s
     for pid in producer_ids(transactional_id):
-        conf = {**spec.target_producer, "transactional.id": pid}
+        conf = {**settings, "transactional.id": pid}
         producer = build_producer(conf, on_error=faults.on_client_error)
         # Metadata first: init_transactions on a fresh producer otherwise may stall.
-        producer.list_topics(spec.commit_topic, timeout=spec.sync_timeout_s)
-        producer.init_transactions(max(spec.sync_timeout_s, 10.0))
+        producer.list_topics(control.commit_topic, timeout=sync_timeout_s)
+        producer.init_transactions(max(sync_timeout_s, 10.0))
         producers.append(producer)
     return producers
 
@@ -65,13 +69,12 @@ class ExactlyOnce:
 
     def __init__(
         self,
-        spec: LeaseSpec,
+        spec: CommitSpec,
         producers: list[Producer],
         ledger: ProgressLedger,
         faults: RunnerFaults,
         partitions: int,
     ) -> None:
-        self.spec = spec
         txid = faults.transactional_id
         self.pair = TransactionPair(producers, producer_ids(txid) if txid else None)
         self.producer: Producer = self.pair.current
@@ -79,6 +82,7 @@ class ExactlyOnce:
         self.faults = faults
         # A transaction holds up to batchSize records per partition.
         self.batch_limit = spec.batch_size * max(1, partitions)
+        self.batch_timeout_s = spec.batch_timeout_s
         self.wait_s = min(spec.ack_timeout_s, _MAX_TXN_WAIT_S)
         self.in_txn = False
         self.records = 0
@@ -107,7 +111,7 @@ class ExactlyOnce:
     def due(self, now: float) -> bool:
         return self.records >= self.batch_limit or (
             bool(self.records or self.ledger.unwritten)
-            and now - self.started >= self.spec.batch_timeout_s
+            and now - self.started >= self.batch_timeout_s
         )
 
     def idle(self, caught_up: Callable[[], Positions | None]) -> None:

@@ -26,7 +26,7 @@ from k2k.formats.progress import ValueWriter
 from k2k.kafka.faults import describe
 from k2k.kafka.murmur2 import murmur2_partition
 from k2k.kafka.produce import produce_when_room
-from k2k.pipeline.plan import LeaseSpec, PartitionOutcome, PartitionRange
+from k2k.pipeline.plan import ControlTopicSpec, PartitionOutcome, PartitionRange, PolicySpec
 from k2k.pipeline.task.faults import RunnerFaults
 
 __all__ = ["TP", "CommitTiming", "Positions", "ProgressLedger"]
@@ -46,10 +46,29 @@ class CommitTiming(Protocol):
 
 
 class ProgressLedger:
-    """Runs on: executor. Committed positions of one runner's partitions, and their writer."""
+    """Runs on: executor. Committed positions of one runner's partitions, and their writer.
 
-    def __init__(self, spec: LeaseSpec, ranges: Iterable[PartitionRange], faults: RunnerFaults):
-        self.spec = spec
+    ``control`` says where progress goes and whom it names, ``consumer`` reads it back (empty:
+    the planner's starts are taken as read), ``policies`` say what a bad read does, and
+    ``topic_ids`` are the lease's source topic ids.
+    """
+
+    def __init__(
+        self,
+        ranges: Iterable[PartitionRange],
+        faults: RunnerFaults,
+        *,
+        control: ControlTopicSpec,
+        consumer: dict[str, str],
+        policies: PolicySpec,
+        topic_ids: Mapping[str, str],
+    ) -> None:
+        self.control = control
+        self.consumer = consumer
+        self.policies = policies
+        self.topic_ids = topic_ids
+        #: Read for every progress record written.
+        self.commit_topic = control.commit_topic
         self.faults = faults
         self.outcomes = {
             (r.topic, r.partition): PartitionOutcome(r.topic, r.partition, r.start, r.start)
@@ -72,16 +91,16 @@ class ProgressLedger:
         was fenced), not at what the planner read earlier; None when ``abort()`` (the lease
         ended) came first: a dead member's open transaction, not fenced by this lease, may
         hold the read until its transaction timeout, longer than the sync timeout."""
-        spec = self.spec
-        if not ranges or not spec.control_consumer:
+        control, policies = self.control, self.policies
+        if not ranges or not self.consumer:
             return ranges
         store = ProgressStore(
-            spec.control_consumer,
-            spec.commit_topic,
-            spec.commit_group,
-            sync_timeout_s=spec.sync_timeout_s,
-            on_sync_timeout=spec.on_sync_timeout,
-            on_bad_record=spec.on_bad_record,
+            self.consumer,
+            control.commit_topic,
+            control.commit_group,
+            sync_timeout_s=control.sync_timeout_s,
+            on_sync_timeout=policies.on_sync_timeout,
+            on_bad_record=policies.on_bad_record,
             partitions=sorted({self.slot((r.topic, r.partition))[1] for r in ranges}),
             # Predecessors are fenced or done by now; their last progress may sit behind
             # another runner's open transaction, which ends within one commit batch.
@@ -110,7 +129,7 @@ class ProgressLedger:
     def _of_another_topic(self, rec: ProgressRecord) -> bool:
         """True for progress of a topic that was deleted and created again since (the
         planner already chose the new topic's start)."""
-        topic_id = self.spec.topic_ids.get(rec.topic, "")
+        topic_id = self.topic_ids.get(rec.topic, "")
         return bool(rec.topic_id and topic_id and rec.topic_id != topic_id)
 
     # -- commit points -------------------------------------------------------------------
@@ -140,12 +159,12 @@ class ProgressLedger:
         key, partition = self.slot(tp)
         write = self._writers.get(tp)
         if write is None:
-            spec = self.spec
+            control = self.control
             write = self._writers[tp] = ProgressRecord.value_writer(
-                spec.pipeline, spec.member, spec.topic_ids.get(tp[0], "")
+                control.pipeline, control.member, self.topic_ids.get(tp[0], "")
             )
         produce_when_room(
-            producer, self.spec.commit_topic, write(pos, now_ms), key, partition, self.on_delivery
+            producer, self.commit_topic, write(pos, now_ms), key, partition, self.on_delivery
         )
 
     def mark_committed(self, written: Written) -> None:
@@ -160,8 +179,8 @@ class ProgressLedger:
         """The progress record's key bytes and its partition of the commit topic."""
         slot = self._slots.get(tp)
         if slot is None:
-            key = ProgressKey(self.spec.commit_group, tp[0], tp[1]).encode()
-            slot = self._slots[tp] = (key, murmur2_partition(key, self.spec.commit_partitions))
+            key = ProgressKey(self.control.commit_group, tp[0], tp[1]).encode()
+            slot = self._slots[tp] = (key, murmur2_partition(key, self.control.commit_partitions))
         return slot
 
     def one_per_progress_partition(self) -> list[TP]:
@@ -192,6 +211,6 @@ class ProgressLedger:
         """Delivery report of a control record written at a commit point: a failure fails
         the next commit point, so nothing after it counts as committed."""
         if err is not None:
-            topic = msg.topic() or self.spec.commit_topic
-            what = "progress" if topic == self.spec.commit_topic else "a control record"
+            topic = msg.topic() or self.commit_topic
+            what = "progress" if topic == self.commit_topic else "a control record"
             self.faults.fail(f"could not write {what} to {topic}: {describe(err)}", err)
