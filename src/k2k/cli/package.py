@@ -36,6 +36,7 @@ from pathlib import Path
 
 import click
 
+import k2k
 from k2k.cli.errorboundary import one_line_errors
 from k2k.errors import PackageError
 
@@ -133,9 +134,10 @@ def build_archive(output: Path, python: str | None = None, *, force: bool = Fals
             text=True,
             check=True,
         ).stdout.strip()
-        package = Path(__file__).resolve().parent
         shutil.copytree(
-            package, Path(site) / "k2k", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+            Path(k2k.__file__).resolve().parent,
+            Path(site) / "k2k",
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
         )
         # Step 4. The archive.
         output.parent.mkdir(parents=True, exist_ok=True)
