@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from k2k.cli import _setup_logging, _with_spark_conf, main
+from k2k.cli import main
+from k2k.cli.logsetup import setup_logging
+from k2k.cli.start import _with_spark_conf
 from k2k.config import load_pipeline
 from k2k.kafka.factory import build_admin, build_consumer, build_producer
 from k2k.local import free_port
@@ -22,7 +24,7 @@ _LOGGERS = ("", "k2k", "k2k.librdkafka", "k2k.spark", "py4j")
 
 @pytest.fixture(autouse=True)
 def _restore_logging() -> Iterator[None]:
-    """_setup_logging configures the process's logging: put it back after each test."""
+    """setup_logging configures the process's logging: put it back after each test."""
     saved = {name: logging.getLogger(name).level for name in _LOGGERS}
     handlers = list(logging.getLogger().handlers)
     yield
@@ -54,11 +56,11 @@ def test_start_verbosity_sets_k2k_and_librdkafka_levels(
 
 
 def test_other_commands_log_warnings_unless_verbose() -> None:
-    _setup_logging(0)
+    setup_logging(0)
     assert _levels() == (logging.WARNING, logging.WARNING)
-    _setup_logging(1)
+    setup_logging(1)
     assert _levels() == (logging.INFO, logging.WARNING)
-    _setup_logging(3)
+    setup_logging(3)
     assert _levels() == (logging.DEBUG, logging.DEBUG)
     ours = [h for h in logging.getLogger().handlers if h.get_name() == "k2k"]
     assert len(ours) == 1  # a second call replaces its handler instead of adding one

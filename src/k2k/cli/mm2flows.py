@@ -9,10 +9,11 @@ as a single pipeline does), and exits with the worst child's code once all have 
 from __future__ import annotations
 
 import logging
-import signal
 import subprocess
 import sys
 from collections.abc import Sequence
+
+from k2k.cli.signals import on_stop_signals
 
 __all__ = ["run_flow_processes"]
 
@@ -33,13 +34,9 @@ def run_flow_processes(mm2_file: str, labels: Sequence[str], passthrough: Sequen
             if child.poll() is None:
                 child.send_signal(signum)
 
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with on_stop_signals(forward):
         # A child killed by a signal reports -N: count it as the shell does (128 + N).
         codes = {label: _shell_code(child.wait()) for label, child in children.items()}
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
     for label, code in codes.items():
         if code != 0:
             log.error("flow %s exited with code %d", label, code)

@@ -34,9 +34,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+import click
+
+import k2k
+from k2k.cli.errorboundary import one_line_errors
 from k2k.errors import PackageError
 
-__all__ = ["DEFAULT_ARCHIVE", "SPARK_PROVIDED", "build_archive", "runtime_requirements"]
+__all__ = ["DEFAULT_ARCHIVE", "SPARK_PROVIDED", "build_archive", "package", "runtime_requirements"]
 
 #: The archive ``k2k package`` writes unless told otherwise.
 DEFAULT_ARCHIVE = "k2k-env.tar.gz"
@@ -130,9 +134,10 @@ def build_archive(output: Path, python: str | None = None, *, force: bool = Fals
             text=True,
             check=True,
         ).stdout.strip()
-        package = Path(__file__).resolve().parent
         shutil.copytree(
-            package, Path(site) / "k2k", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+            Path(k2k.__file__).resolve().parent,
+            Path(site) / "k2k",
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
         )
         # Step 4. The archive.
         output.parent.mkdir(parents=True, exist_ok=True)
@@ -142,3 +147,33 @@ def build_archive(output: Path, python: str | None = None, *, force: bool = Fals
             raise PackageError(f"venv-pack: {exc}") from exc
     output.chmod(0o644)  # venv-pack writes it private; the cluster's user may be another
     return output
+
+
+@click.command()
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    default=DEFAULT_ARCHIVE,
+    show_default=True,
+    help="The archive to write (.tar.gz).",
+)
+@click.option(
+    "--python",
+    metavar="PATH",
+    help="The interpreter the environment is built with; executors need the same one at the "
+    "same path (default: the one running k2k).",
+)
+@click.option("--force", is_flag=True, help="Replace the archive if it exists.")
+@one_line_errors
+def package(output: str, python: str | None, force: bool) -> None:
+    """Pack k2k and its dependencies into one archive for Spark executors (venv-pack).
+
+    Submit with: spark-submit --archives k2k-env.tar.gz#env --conf
+    spark.pyspark.python=./env/bin/python ... (see docs/spark.md). pyspark is left out:
+    executors use their cluster's own.
+    """
+    click.echo(f"building {output} ...", err=True)
+    built = build_archive(Path(output), python, force=force)
+    size_mb = built.stat().st_size / 1e6
+    click.echo(f"wrote {built} ({size_mb:.0f} MB)", err=True)

@@ -1,0 +1,80 @@
+"""``k2k offset-mapping start | validate``: the Offset Mapping app, which keeps the target's
+consumer groups at the translated positions of the source's."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import click
+
+from k2k.cli.errorboundary import one_line_errors
+from k2k.cli.logsetup import setup_logging
+from k2k.cli.options import FILES, TELEMETRY, check_telemetry_environment
+from k2k.cli.signals import on_stop_signals
+from k2k.cli.termination import TEMPLATE_ENGINE, termination_log
+
+__all__ = ["offset_mapping"]
+
+
+@click.group("offset-mapping")
+def offset_mapping() -> None:
+    """The Offset Mapping app: translates source consumer-group offsets to the target."""
+
+
+@offset_mapping.command("start")
+@FILES
+@click.option(
+    "--once",
+    is_flag=True,
+    help="Do one full pass (read mappings, translate, commit) and exit 0 (scripts, "
+    "cut-overs, tests). Without it, pass every groups.pollInterval until SIGINT/SIGTERM.",
+)
+@TELEMETRY
+@click.option(
+    "-v",
+    "--verbose",
+    count=True,
+    help="Log every pass (INFO); -vv k2k's DEBUG lines, -vvv also librdkafka's own.",
+)
+@TEMPLATE_ENGINE
+@one_line_errors
+@termination_log
+def offset_mapping_start(
+    files: Sequence[str], once: bool, telemetry: bool, verbose: int, template_engine: bool
+) -> None:
+    """Keep the target's consumer groups at the translated positions of the source's.
+
+    Reads the app's configuration (K2K's Offset Mapping layout); a replicator pipeline file
+    plus an overlay of the app's keys works too (-f pipeline.yaml -f offset-mapping.yaml),
+    replicator-only keys are ignored. Never writes to the source cluster.
+    """
+    from k2k.config import load_offset_mapping_app
+    from k2k.offsetmapping.app import OffsetMappingApp
+
+    setup_logging(verbose)
+    cfg = load_offset_mapping_app(list(files), templates=template_engine)
+    metrics = None
+    if telemetry:
+        check_telemetry_environment()
+        from k2k.coordination.assignment import default_member_name
+        from k2k.metrics.app import app_metrics
+
+        metrics = functools.partial(app_metrics, cfg, instance=default_member_name())
+    app = OffsetMappingApp(cfg, metrics)
+
+    with on_stop_signals(lambda _signum, _frame: app.request_stop()):
+        report = app.run(once=once)
+    click.echo(f"offset-mapping {cfg.name}: {report.line()}", err=True)
+
+
+@offset_mapping.command("validate")
+@FILES
+@TEMPLATE_ENGINE
+@one_line_errors
+def offset_mapping_validate(files: Sequence[str], template_engine: bool) -> None:
+    """Load, merge and validate the app's configuration; print the effective one."""
+    from k2k.config import load_offset_mapping_app, render_effective
+
+    cfg = load_offset_mapping_app(list(files), templates=template_engine)
+    click.echo(render_effective(cfg), nl=False)
