@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 
 from k2k.local import port_is_free
-from tests.kafkautil import eventually
+from tests.helpers.kafka import eventually
 
 ROOT = Path(__file__).resolve().parents[1]
 

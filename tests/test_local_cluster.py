@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient
 from k2k.cli.local import local
 from k2k.errors import LocalClusterError
 from k2k.local import KAFKA_VERSION, LocalCluster, ensure_kafka_installed, find_java, free_port
-from tests.kafkautil import (
+from tests.helpers.kafka import (
     Rec,
     create_topic,
     end_offsets,

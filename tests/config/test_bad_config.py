@@ -678,8 +678,7 @@ def test_all_problems_are_reported_at_once(problems: Any) -> None:
 def test_config_error_message_joins_the_lines(problems: Any) -> None:
     from k2k.config.loader import build_pipeline
     from k2k.errors import ConfigError
-
-    from .conftest import pipeline
+    from tests.helpers.config import pipeline
 
     with pytest.raises(ConfigError) as caught:
         build_pipeline(pipeline({"spark": {"parallelism": 0, "zzz": 1}}), {})

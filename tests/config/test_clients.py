@@ -13,8 +13,7 @@ from k2k.config import PipelineConfig, render_effective
 from k2k.config.clients import JAVA_ONLY, RENAMES, SUGGESTIONS, librdkafka_verdict
 from k2k.config.loader import build_pipeline
 from k2k.errors import ConfigError
-
-from .conftest import pipeline
+from tests.helpers.config import pipeline
 
 PASSWORD = "hunter2-do-not-show"
 PLAIN = (

@@ -18,8 +18,7 @@ from k2k.config import (
     TracingToggles,
 )
 from k2k.config.model import EXACTLY_ONCE_BATCH_SIZE
-
-from .conftest import MINIMAL
+from tests.helpers.config import MINIMAL
 
 
 def test_defaults_match_the_contract(build: Any) -> None:

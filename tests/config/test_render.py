@@ -8,8 +8,7 @@ import yaml
 
 from k2k.config import render_effective
 from k2k.config.loader import build_pipeline
-
-from .conftest import pipeline
+from tests.helpers.config import pipeline
 
 
 def test_renders_k2k_layout(build: Any) -> None:

@@ -32,8 +32,8 @@ from k2k.pipeline.task.commit.exactly_once import ExactlyOnce, start_transaction
 from k2k.pipeline.task.commit.ledger import ProgressLedger
 from k2k.pipeline.task.commit.transactions import TransactionPair
 from k2k.pipeline.task.faults import RunnerFaults
-from tests.integration.eos_util import progress_history
-from tests.kafkautil import create_topic, end_offsets, eventually, list_topics, read_all
+from tests.helpers.eos import progress_history
+from tests.helpers.kafka import create_topic, end_offsets, eventually, list_topics, read_all
 
 pytestmark = pytest.mark.integration
 

@@ -19,7 +19,8 @@ from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from k2k.formats import MetricsRecord
-from tests.integration.conftest import (
+from tests.helpers.kafka import create_topic, eventually, produce, read_all
+from tests.helpers.pipelines import (
     BASE_TS,
     K2K,
     committed_progress,
@@ -28,8 +29,7 @@ from tests.integration.conftest import (
     run_until_caught_up,
     write_pipeline,
 )
-from tests.integration.procs import K2KProcess
-from tests.kafkautil import create_topic, eventually, produce, read_all
+from tests.helpers.procs import K2KProcess
 
 pytestmark = pytest.mark.integration
 

@@ -6,21 +6,14 @@ from __future__ import annotations
 import pytest
 
 from k2k.formats import ReleaseRecord, decode_assignment
-from tests.integration.conftest import (
-    k2k_cli,
-    pipeline_dict,
-    run_until_caught_up,
-    write_pipeline,
-)
-from tests.integration.eos_util import (
+from tests.helpers.eos import (
     assert_exact,
     assert_single_writer,
     mixed_workload,
     owner_history,
     progress_history,
 )
-from tests.integration.procs import K2KProcess
-from tests.kafkautil import (
+from tests.helpers.kafka import (
     create_topic,
     end_offsets,
     eventually,
@@ -29,6 +22,13 @@ from tests.kafkautil import (
     produce_transaction,
     read_all,
 )
+from tests.helpers.pipelines import (
+    k2k_cli,
+    pipeline_dict,
+    run_until_caught_up,
+    write_pipeline,
+)
+from tests.helpers.procs import K2KProcess
 
 pytestmark = pytest.mark.integration
 

@@ -19,9 +19,9 @@ from datetime import datetime
 import pytest
 
 from k2k.errors import K2KError
-from tests.integration.conftest import BASE_TS, committed_progress, pipeline_dict, write_pipeline
-from tests.integration.procs import K2KProcess
-from tests.kafkautil import create_topic, eventually, produce, read_all
+from tests.helpers.kafka import create_topic, eventually, produce, read_all
+from tests.helpers.pipelines import BASE_TS, committed_progress, pipeline_dict, write_pipeline
+from tests.helpers.procs import K2KProcess
 
 pytestmark = pytest.mark.integration
 

@@ -11,15 +11,15 @@ import pytest
 
 from k2k.errors import K2KError
 from k2k.local import LocalCluster, free_port
-from tests.integration.conftest import (
+from tests.helpers.kafka import create_topic, eventually, list_topics, produce, read_all
+from tests.helpers.pipelines import (
     BASE_TS,
     committed_progress,
     k2k_cli,
     pipeline_dict,
     write_pipeline,
 )
-from tests.integration.procs import K2KProcess
-from tests.kafkautil import create_topic, eventually, list_topics, produce, read_all
+from tests.helpers.procs import K2KProcess
 
 pytestmark = pytest.mark.integration
 

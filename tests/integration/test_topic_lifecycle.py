@@ -25,9 +25,9 @@ from k2k.coordination.progress import ProgressStore
 from k2k.errors import K2KError, ReplicationError
 from k2k.pipeline.driver.discovery import Discovery
 from k2k.pipeline.driver.positions import StartPositions
-from tests.integration.conftest import BASE_TS, k2k_cli, pipeline_dict, write_pipeline
-from tests.integration.procs import K2KProcess
-from tests.kafkautil import create_topic, eventually, list_topics, produce, read_all
+from tests.helpers.kafka import create_topic, eventually, list_topics, produce, read_all
+from tests.helpers.pipelines import BASE_TS, k2k_cli, pipeline_dict, write_pipeline
+from tests.helpers.procs import K2KProcess
 
 pytestmark = pytest.mark.integration
 

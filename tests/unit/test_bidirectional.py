@@ -60,7 +60,7 @@ def _cfg(build: Any, **bidirectional: Any) -> Any:
 @pytest.fixture
 def build() -> Any:
     from k2k.config.loader import build_pipeline
-    from tests.config.conftest import pipeline
+    from tests.helpers.config import pipeline
 
     return lambda over: build_pipeline(pipeline(over), {})
 

@@ -14,7 +14,7 @@ import pytest
 from k2k.kafka.admin import ClusterView
 from k2k.local import free_port
 from k2k.observability.reachability import ClusterWatch, Reachability
-from tests.kafkautil import eventually
+from tests.helpers.kafka import eventually
 
 
 class Clock:

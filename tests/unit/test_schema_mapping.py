@@ -26,7 +26,7 @@ from k2k.schemamapping.registry import (
     RegistryUnavailable,
     SchemaRecord,
 )
-from tests.config.conftest import pipeline
+from tests.helpers.config import pipeline
 
 
 def build(**sections):

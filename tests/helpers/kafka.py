@@ -15,6 +15,7 @@ import reprlib
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from confluent_kafka import (
@@ -32,6 +33,7 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from k2k.kafka.faults import kafka_error_of
 
 __all__ = [
+    "Clusters",
     "Header",
     "ProducedRecord",
     "Rec",
@@ -61,6 +63,14 @@ _ISOLATION = {
     "read_uncommitted": IsolationLevel.READ_UNCOMMITTED,
 }
 _UNSET: Any = object()
+
+
+@dataclass(frozen=True)
+class Clusters:
+    """Bootstrap addresses of the two clusters the tests replicate between."""
+
+    source: str
+    target: str
 
 
 class Rec(NamedTuple):

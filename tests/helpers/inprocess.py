@@ -8,7 +8,7 @@ from typing import Any
 from k2k.kafka.factory import consumer_settings, producer_settings
 from k2k.pipeline.plan import LeaseSpec
 from k2k.stages import TopicPlan
-from tests.kafkautil import create_topic, list_topics
+from tests.helpers.kafka import create_topic, list_topics
 
 
 def inprocess_spec(

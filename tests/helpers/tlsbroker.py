@@ -1,8 +1,9 @@
-"""The TLS broker the integration tests share (one per session: brokers are costly).
+"""The TLS broker the integration tests share (the ``tls_broker`` fixture starts one per
+session: brokers are costly).
 
 It has four listeners: PLAINTEXT (the tests' own admin, produce and read-back), CONTROLLER, SSL
 with required client certificates, and SASL_SSL with SCRAM-SHA-512. Its certificates come from a
-CA the fixture makes (:mod:`tests.tlsutil`). The StandardAuthorizer denies whatever no ACL
+CA made for it (:mod:`tests.helpers.tls`). The StandardAuthorizer denies whatever no ACL
 allows; the tests' PLAINTEXT principal (ANONYMOUS, also the controller's), the client
 certificate's principal and the SCRAM user ``writer`` are super users, while the SCRAM user
 ``reader`` gets what docs/operations.md says a source needs and no Write anywhere.
@@ -10,12 +11,12 @@ certificate's principal and the SCRAM user ``writer`` are super users, while the
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -29,7 +30,7 @@ from confluent_kafka.admin import (
 )
 
 from k2k.local import LocalCluster, free_port
-from tests.tlsutil import TlsFiles, make_ca, make_pki
+from tests.helpers.tls import TlsFiles, make_ca, make_pki
 
 READER_PASSWORD = "r3ader-Pa55word"
 WRITER_PASSWORD = "wr1ter-Pa55word"
@@ -117,9 +118,9 @@ def _reader_acls() -> list[AclBinding]:
     ]
 
 
-@pytest.fixture(scope="session")
-def tls_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsBroker]:
-    root = tmp_path_factory.mktemp("tls")
+@contextlib.contextmanager
+def running_tls_broker(root: Path) -> Iterator[TlsBroker]:
+    """A TLS broker with its PKI under ``root``, its SCRAM users and ACLs; stopped on exit."""
     files = make_pki(CLIENT_CN).write(root / "pki", KEY_PASSWORD)
     wrong_ca = root / "wrong-ca.pem"
     wrong_ca.write_bytes(make_ca("not the broker's CA").cert_pem())

@@ -11,8 +11,8 @@ from typing import Any
 from confluent_kafka import Producer
 
 from k2k.formats import OwnerRecord, ProgressKey, ProgressRecord, decode_assignment
-from tests.integration.conftest import BASE_TS
-from tests.kafkautil import Rec, read_all
+from tests.helpers.kafka import Rec, read_all
+from tests.helpers.pipelines import BASE_TS
 
 
 def mixed_workload(

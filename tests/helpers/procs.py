@@ -10,7 +10,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.integration.conftest import K2K
+from tests.helpers.pipelines import K2K
 
 
 class K2KProcess:
