@@ -10,7 +10,7 @@ from k2k.verify.align import align, combine, digest, fingerprint
 from k2k.verify.job import VerifyProgress
 from k2k.verify.slicing import LOOKBEHIND, build_slices, check_cuts, merge_doubtful, merge_results
 from k2k.verify.task import PartitionResult, PartitionTask, _result
-from tests.unit.test_verify_align import PICKLED
+from tests.unit.verify.test_align import PICKLED
 
 #: One partition of 400,000 offsets, ``partition: source``, no tracing headers or mappings.
 TASK = dataclasses.replace(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import get_args
 
 import yaml
@@ -11,8 +10,9 @@ from k2k.config.loader import build_offset_mapping_app, build_pipeline
 from k2k.config.model import PipelineConfig
 from k2k.config.offset_mapping import OffsetMappingAppConfig
 from k2k.config.reference import APP_EXAMPLE, EXAMPLE, generate
+from tests.helpers.paths import REPO
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "config.md"
+DOCS = REPO / "docs" / "config.md"
 
 
 def test_docs_config_md_is_up_to_date() -> None:

@@ -14,9 +14,9 @@ import yaml
 from k2k.config.mm2 import all_notes, flow_config, read_mm2, render_flows
 from k2k.config.properties import parse_properties
 from k2k.errors import ConfigError
+from tests.helpers.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
-BENCH = ROOT / "bench" / "mm2"
+BENCH = REPO / "bench" / "mm2"
 K2K = [sys.executable, "-m", "k2k"]
 
 BASE = """\

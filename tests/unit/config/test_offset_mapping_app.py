@@ -16,8 +16,8 @@ from k2k.config.offset_mapping import app_keys_only
 from k2k.config.reference import APP_EXAMPLE
 from k2k.config.topics import TopicSettings
 from k2k.errors import ConfigError
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).parent / "data"
 
 MINIMAL_APP: dict[str, Any] = {

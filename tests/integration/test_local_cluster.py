@@ -1,18 +1,15 @@
 """The embedded Kafka clusters (k2k.local), the ``k2k local`` commands and the test helpers.
 
 Everything here runs against real brokers: the session pair from the ``clusters`` fixture, plus
-one extra pair that the CLI test starts and stops itself. The first tests need no broker at all
-(installation errors, port checks) and run in milliseconds.
+pairs that the CLI tests start and stop themselves. What needs no broker (installation errors,
+port checks, refused storage) is in ``tests/unit/local``.
 """
 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import time
-import xml.etree.ElementTree as ET
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +18,7 @@ from confluent_kafka.admin import AdminClient
 
 from k2k.cli.local import local
 from k2k.errors import LocalClusterError
-from k2k.local import KAFKA_VERSION, LocalCluster, ensure_kafka_installed, find_java, free_port
+from k2k.local import LocalCluster, free_port
 from tests.helpers.kafka import (
     Rec,
     create_topic,
@@ -33,83 +30,17 @@ from tests.helpers.kafka import (
     produce_transaction,
     read_all,
 )
+from tests.helpers.local import local_up_args
 
 # CreateTime stamps an hour ago (a fixed old date would fall to the 7-day retention).
 BASE_TS = int(time.time() * 1000) - 3_600_000
 MIB = 1024 * 1024
 
 
-@pytest.fixture
-def taken_port() -> Iterator[int]:
-    """A port with a live listener that is not Kafka (what a user's other service looks like)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen()
-        yield listener.getsockname()[1]
-
-
 def _cluster_id(bootstrap: str) -> str:
     metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
     assert metadata.brokers, f"no broker in the metadata of {bootstrap}"
     return str(metadata.cluster_id)
-
-
-# -- no broker needed ------------------------------------------------------------------------
-def test_pom_pins_the_kafka_version_of_the_python_constant() -> None:
-    pom = Path(__file__).parents[1] / "src" / "k2k" / "local" / "pom.xml"
-    ns = {"m": "http://maven.apache.org/POM/4.0.0"}
-    assert ET.parse(pom).getroot().findtext("m:properties/m:kafka.version", namespaces=ns) == (
-        KAFKA_VERSION
-    )
-
-
-def test_missing_maven_says_what_to_install(tmp_path: Path, monkeypatch) -> None:
-    java = os.path.realpath(find_java())
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "java").symlink_to(java)  # Java present, Maven absent
-    monkeypatch.setenv("PATH", str(bin_dir))
-    monkeypatch.delenv("JAVA_HOME", raising=False)
-    monkeypatch.setenv("K2K_HOME", str(tmp_path / "home"))
-
-    with pytest.raises(LocalClusterError, match=r"'mvn' \(Apache Maven 3.6\+\) is not on PATH"):
-        ensure_kafka_installed()
-    assert not (tmp_path / "home" / f"kafka-{KAFKA_VERSION}").exists()
-
-
-def test_missing_java_says_what_to_install(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.delenv("JAVA_HOME", raising=False)
-    monkeypatch.setenv("K2K_HOME", str(tmp_path / "home"))
-
-    with pytest.raises(LocalClusterError, match=r"no 'java' on PATH .* Java 17\+ runtime"):
-        ensure_kafka_installed()
-
-
-def test_taken_port_fails_before_anything_starts(tmp_path: Path, taken_port: int) -> None:
-    cluster = LocalCluster("source", taken_port, tmp_path / "source")
-    with pytest.raises(
-        LocalClusterError, match=rf"port {taken_port} on 127.0.0.1 is already in use"
-    ):
-        cluster.start()
-    assert not cluster.server_properties.exists()
-    assert not cluster.is_running()
-
-
-@pytest.mark.parametrize("flag", ["--source-port", "--target-port"])
-def test_cli_up_names_the_taken_port_and_the_flag(
-    tmp_path: Path, taken_port: int, flag: str
-) -> None:
-    other = "--target-port" if flag == "--source-port" else "--source-port"
-    args = ["up", flag, str(taken_port), other, str(free_port()), "--data-dir", str(tmp_path)]
-    result = CliRunner().invoke(local, args)
-    assert result.exit_code == 1
-    assert result.stderr.splitlines() == [
-        f"error: port {taken_port} on 127.0.0.1 is already in use by another process; "
-        f"choose a free port with {flag}"
-    ]
-    assert "Traceback" not in result.output
-    assert not (tmp_path / "source" / "broker.pid").exists()
 
 
 # -- real brokers ----------------------------------------------------------------------------
@@ -328,11 +259,6 @@ def test_cli_up_twice_status_and_down_stop_exactly_those_brokers(clusters, tmp_p
 
 
 # -- after an unclean stop ---------------------------------------------------------------------
-def _up_args(data: Path, source_port: int, target_port: int) -> list[str]:
-    ports = ["--source-port", str(source_port), "--target-port", str(target_port)]
-    return ["up", *ports, "--data-dir", str(data)]
-
-
 def test_cli_up_after_kill_9_recovers_the_broker_with_its_data(tmp_path: Path) -> None:
     """The outage drill: kill -9 the target broker, `up` again at once.
 
@@ -345,7 +271,7 @@ def test_cli_up_after_kill_9_recovers_the_broker_with_its_data(tmp_path: Path) -
     data = tmp_path / "local"
     ports = free_port(), free_port()
     try:
-        first = runner.invoke(local, _up_args(data, *ports))
+        first = runner.invoke(local, local_up_args(data, *ports))
         assert first.exit_code == 0, first.output
         target = LocalCluster.from_data_dir("target", data / "target")
         source = LocalCluster.from_data_dir("source", data / "source")
@@ -366,7 +292,7 @@ def test_cli_up_after_kill_9_recovers_the_broker_with_its_data(tmp_path: Path) -
         )
         os.kill(killed, 9)
         started = time.monotonic()  # at once, as in the drill: the JVM may still be exiting
-        again = runner.invoke(local, _up_args(data, *ports))
+        again = runner.invoke(local, local_up_args(data, *ports))
         took = time.monotonic() - started
 
         assert again.exit_code == 0, again.output
@@ -406,7 +332,7 @@ def test_cli_up_replaces_a_stale_pid_file_and_finds_a_broker_without_one(
     try:
         (data / "source").mkdir(parents=True)
         (data / "source" / "broker.pid").write_text(f"{stranger.pid}\n")
-        result = runner.invoke(local, _up_args(data, *ports))
+        result = runner.invoke(local, local_up_args(data, *ports))
         assert result.exit_code == 0, result.output
         assert (
             f"source: the previous broker (pid {stranger.pid}) did not stop cleanly; "
@@ -438,33 +364,6 @@ def test_cli_up_replaces_a_stale_pid_file_and_finds_a_broker_without_one(
         stranger.kill()
         stranger.wait()
         runner.invoke(local, ["down", "--data-dir", str(data)])
-
-
-@pytest.mark.parametrize(
-    "meta", [None, "#\n#Wed Nov 25 09:03:12 UTC 2026\nnode.id=1\n"], ids=["missing", "truncated"]
-)
-def test_cli_up_refuses_storage_with_data_but_no_valid_meta_properties(
-    tmp_path: Path, meta: str | None
-) -> None:
-    """Formatting again would put a new cluster id over the old topics: refused before any
-    broker starts, with one line saying what to do."""
-    data = tmp_path / "local"
-    kraft = data / "target" / "kraft"
-    (kraft / "__cluster_metadata-0").mkdir(parents=True)
-    (kraft / "__cluster_metadata-0" / "00000000000000000000.log").write_bytes(b"\0" * 100)
-    if meta is not None:
-        (kraft / "meta.properties").write_text(meta)
-    result = CliRunner().invoke(local, _up_args(data, free_port(), free_port()))
-    assert result.exit_code == 1
-    problem = "is missing" if meta is None else "is incomplete (no version, cluster.id)"
-    assert result.stderr.splitlines() == [
-        f"error: the target cluster's storage {kraft} holds data but its meta.properties "
-        f"{problem}; restore {kraft / 'meta.properties'}, or delete {kraft} to start this "
-        "cluster empty (its topics are lost)"
-    ]
-    assert "Traceback" not in result.output
-    assert not (data / "source" / "broker.pid").exists()  # nothing was started
-    assert (kraft / "__cluster_metadata-0" / "00000000000000000000.log").stat().st_size == 100
 
 
 @pytest.mark.integration

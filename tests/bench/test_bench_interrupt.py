@@ -17,8 +17,7 @@ import psutil
 
 from k2k.local import port_is_free
 from tests.helpers.kafka import eventually
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.paths import REPO
 
 
 def _tree(pid: int) -> list[psutil.Process]:
@@ -79,7 +78,7 @@ def test_sigterm_stops_brokers_contenders_and_their_children(tmp_path: Path) -> 
             "--records",
             "300000",
         ],
-        cwd=ROOT,
+        cwd=REPO,
         env={**os.environ, "TMPDIR": str(tmp_path)},  # its scratch directory lands here
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers.paths import REPO
 
 
 def _run(args: list[str | Path], **kwargs) -> subprocess.CompletedProcess:
@@ -28,12 +28,12 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Built from a copy of the tracked files, so the build writes nothing into this tree
     (its egg-info would be a second ``k2k`` distribution next to the editable one)."""
     tmp = tmp_path_factory.mktemp("dist")
-    tracked = _run(["git", "ls-files", "-z"], cwd=ROOT).stdout.split("\0")
+    tracked = _run(["git", "ls-files", "-z"], cwd=REPO).stdout.split("\0")
     tree = tmp / "tree"
     for name in filter(None, tracked):
-        if (ROOT / name).is_file():  # a file deleted but not yet committed is skipped
+        if (REPO / name).is_file():  # a file deleted but not yet committed is skipped
             (tree / name).parent.mkdir(parents=True, exist_ok=True)
-            (tree / name).write_bytes((ROOT / name).read_bytes())
+            (tree / name).write_bytes((REPO / name).read_bytes())
     _run([sys.executable, "-m", "build", "--outdir", tmp / "dist", tree])
     (found,) = (tmp / "dist").glob("k2k-*-py3-none-any.whl")
     return found
@@ -44,7 +44,7 @@ def test_wheel_carries_license_ranges_typing_marker_and_package_data(wheel: Path
         names = set(z.namelist())
         info = next(n for n in names if n.endswith(".dist-info/METADATA"))
         metadata = z.read(info).decode()
-    assert {"k2k/py.typed", "k2k/local/pom.xml", "k2k/pipeline/log4j2.properties"} <= names
+    assert {"k2k/py.typed", "k2k/local/pom.xml", "k2k/spark/log4j2.properties"} <= names
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert "License-Expression: Apache-2.0" in metadata.splitlines()
     requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
@@ -58,7 +58,7 @@ def test_wheel_installs_into_a_clean_venv_and_runs(wheel: Path, tmp_path: Path) 
     _run([sys.executable, "-m", "venv", venv])
     python = venv / "bin" / "python"
     pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    _run([*pip, "-c", ROOT / "constraints.txt", wheel])
+    _run([*pip, "-c", REPO / "constraints.txt", wheel])
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env |= {"K2K_DEMO_SOURCE": "127.0.0.1:1", "K2K_DEMO_TARGET": "127.0.0.1:2"}
 
@@ -73,7 +73,7 @@ def test_wheel_installs_into_a_clean_venv_and_runs(wheel: Path, tmp_path: Path) 
         assert helped.startswith("Usage: k2k ") and "start" in helped
     # The runtime dependencies are there: the config model loads and checks a pipeline.
     checked = _run(
-        [venv / "bin" / "k2k", "validate", "-f", ROOT / "examples" / "demo-pipeline.yaml"],
+        [venv / "bin" / "k2k", "validate", "-f", REPO / "examples" / "demo-pipeline.yaml"],
         cwd=tmp_path,
         env=env,
     ).stdout

@@ -5,7 +5,6 @@ import logging
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Message
@@ -24,6 +23,7 @@ from k2k.formats import (
 from k2k.formats.assignment import KEY_VERSION
 from k2k.formats.codec import key_family
 from k2k.formats.offset_mapping import OffsetMappingRecord, RunEncoder
+from tests.helpers.paths import REPO
 
 
 def _rec(**kw):
@@ -306,7 +306,7 @@ def test_formats_import_neither_spark_nor_the_rest_of_k2k():
 
 
 def test_the_examples_in_docs_formats_md_are_todays_bytes():
-    docs = Path(__file__).parents[2] / "docs" / "formats.md"
+    docs = REPO / "docs" / "formats.md"
     examples = re.findall(r"`(\{\"[^`]*\})`", docs.read_text(encoding="utf-8"))
     assert len(examples) >= 8
     golden = {part for _, key, value in GOLDEN for part in (key, value)}
