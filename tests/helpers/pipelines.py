@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import yaml
 from k2k.config import load_pipeline
 from k2k.config.loader import deep_merge
 from k2k.coordination.progress import ProgressStore
+from k2k.errors import K2KError
 from k2k.observability.stats import PipelineStats
 from k2k.pipeline.driver.planner import Planner
 from tests.helpers.kafka import eventually, read_all
@@ -24,6 +26,12 @@ K2K = [sys.executable, "-m", "k2k"]
 #: Record timestamps for tests: an hour ago. Never a fixed date: brokers delete records
 #: older than their retention (7 days by default) within ~30 s of starting.
 BASE_TS = int(time.time() * 1000) - 3_600_000
+
+Positions = dict[tuple[str, int], int]
+"""Committed progress: (topic, partition) -> the next offset to copy."""
+
+Progress = Mapping[tuple[str, int], int] | Callable[[Positions], bool]
+"""Progress to wait for: exact positions, or a condition on all positions committed."""
 
 
 def pipeline_dict(clusters, name: str, topic: Any, **sections: Any) -> dict[str, Any]:
@@ -103,3 +111,27 @@ def wait_progress_past(source: str, target: str, topic: str, name: str) -> None:
         expected=True,
         timeout=120,
     )
+
+
+def wait_for_progress(path: Path, progress: Progress, timeout: float = 180) -> None:
+    """Wait until the pipeline in file ``path`` committed ``progress``: for a mapping, its
+    positions of the topics the mapping names are exactly those; for a condition, it holds.
+    A progress topic not created yet counts as "not yet"."""
+    doc = yaml.safe_load(path.read_text())
+    target = doc["target"]["kafka"]["common"]["bootstrap.servers"]
+    topic, group = doc["coordination"]["commit"]["topic"], doc["name"]
+
+    def committed() -> Positions:
+        return committed_progress(target, topic, group)
+
+    if callable(progress):
+        condition = progress
+        eventually(lambda: condition(committed()), True, timeout, 0.5, (K2KError,))
+        return
+    expected = dict(progress)
+    topics = {t for t, _ in expected}
+
+    def of_those_topics() -> Positions:
+        return {tp: offset for tp, offset in committed().items() if tp[0] in topics}
+
+    eventually(of_those_topics, expected, timeout, 0.5, (K2KError,))

@@ -8,6 +8,8 @@
 * ``topic_name`` / ``group_name`` (function): factories of unique names, because the pair is
   shared by the whole session and tests are isolated by names, not by fresh clusters.
 * ``spark`` (session), ``own_source`` / ``own_target`` (function), ``tls_broker`` (session).
+* ``running_pipeline`` (function): ``k2k start`` as a process, returned once it committed
+  the progress the test waits for; whatever the test left running is killed after it.
 
 Every test that uses ``clusters`` is marked ``integration`` automatically, so
 ``pytest -m "not integration"`` runs exactly the tests that need no broker.
@@ -20,11 +22,14 @@ import re
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from k2k.local import LocalCluster, free_port
 from tests.helpers.kafka import Clusters
+from tests.helpers.pipelines import Progress, wait_for_progress
+from tests.helpers.procs import K2KProcess
 from tests.helpers.tlsbroker import TlsBroker, running_tls_broker
 
 SOURCE_ENV = "K2K_SOURCE_BOOTSTRAP"
@@ -165,3 +170,35 @@ def tls_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsBroker]:
     """One TLS broker (SSL and SASL_SSL listeners, ACLs) for the security tests."""
     with running_tls_broker(tmp_path_factory.mktemp("tls")) as broker:
         yield broker
+
+
+@pytest.fixture
+def running_pipeline(tmp_path: Path) -> Iterator[Callable[..., K2KProcess]]:
+    """``running_pipeline(path, progress, *args, env=None, log="k2k.log", timeout=180)``:
+    ``k2k start -v -f path *args`` as a :class:`K2KProcess` (output in ``tmp_path / log``),
+    returned once it committed ``progress`` (see :func:`wait_for_progress`); killed at once
+    if it does not get there. The test stops or kills it; one still running at teardown is
+    killed, so a failed assertion never leaves a driver and its JVM behind."""
+    started: list[K2KProcess] = []
+
+    def start(
+        path: Path,
+        progress: Progress,
+        *args: str,
+        env: dict[str, str] | None = None,
+        log: str = "k2k.log",
+        timeout: float = 180,
+    ) -> K2KProcess:
+        proc = K2KProcess(path, tmp_path / log, *args, env=env)
+        started.append(proc)
+        try:
+            wait_for_progress(path, progress, timeout)
+        except BaseException:
+            proc.kill()
+            raise
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.proc.poll() is None:
+            proc.kill()
