@@ -1,4 +1,5 @@
-"""Helpers for the exactly-once tests: a mixed transactional workload and exact comparison."""
+"""Helpers for the exactly-once tests: their pipeline, a mixed transactional workload and exact
+comparison."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from typing import Any
 
 from confluent_kafka import Producer
 
+from k2k.config.loader import deep_merge
 from k2k.formats import OwnerRecord, ProgressKey, ProgressRecord, decode_assignment
 from tests.helpers.kafka import Rec, read_all
-from tests.helpers.pipelines import BASE_TS
+from tests.helpers.pipelines import BASE_TS, pipeline_dict
 
 
 def mixed_workload(
@@ -171,3 +173,25 @@ def assert_single_writer(history: dict[tuple[str, int], list[ProgressRecord]]) -
         assert offsets == sorted(offsets), f"{tp}: progress went backwards: {offsets[:50]}"
         writers[f"{tp[0]}[{tp[1]}]"] = sorted({r.owner for r in recs})
     return writers
+
+
+def eos_pipeline(clusters, name: str, topics, **sections):
+    """An exactly-once pipeline for the test clusters with small commit batches and its own
+    assignment topic; ``sections`` deep-update it."""
+    doc = pipeline_dict(
+        clusters,
+        name,
+        topics,
+        features={"exactlyOnce": "enabled"},
+        coordination={
+            # K2K's batchSize, not exactly-once's larger default: these tests kill, fail and
+            # fence runners mid-copy, and want many committed transactions in a small copy.
+            "commit": {
+                "topic": f"__k2k_progress-{name}",
+                "batchSize": 1000,
+                "batchTimeout": "200 milliseconds",
+            },
+            "assignment": {"topic": f"__k2k_assignment-{name}", "graceWindow": "5 seconds"},
+        },
+    )
+    return deep_merge(doc, sections)

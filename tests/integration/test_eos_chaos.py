@@ -18,6 +18,7 @@ from k2k.errors import K2KError
 from tests.helpers.eos import (
     assert_exact,
     assert_single_writer,
+    eos_pipeline,
     mixed_workload,
     owner_history,
     progress_history,
@@ -25,7 +26,6 @@ from tests.helpers.eos import (
 from tests.helpers.kafka import create_topic, eventually
 from tests.helpers.pipelines import committed_progress, k2k_cli, write_pipeline
 from tests.helpers.procs import K2KProcess
-from tests.integration.test_exactly_once import eos_pipeline
 
 pytestmark = pytest.mark.integration
 
