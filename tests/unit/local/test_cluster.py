@@ -1,6 +1,6 @@
 """The embedded clusters' checks that need no broker: installation errors (no Java, no Maven),
 the pinned Kafka version, ports already taken and storage ``k2k local up`` refuses to format
-again. Each fails before a broker starts, in milliseconds."""
+again. Each fails before a broker starts."""
 
 from __future__ import annotations
 
