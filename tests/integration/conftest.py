@@ -1,31 +1,134 @@
-"""Fixtures for pipeline tests: one shared local[2] Spark session, pipeline files, runs."""
+"""Fixtures for the tests that need real brokers (and mostly Spark).
+
+* ``clusters`` (session): ``.source`` / ``.target`` bootstrap strings. With
+  ``K2K_SOURCE_BOOTSTRAP`` and ``K2K_TARGET_BOOTSTRAP`` set, those clusters are used as they are
+  (bring your own, e.g. from ``k2k local up``); otherwise one embedded pair is started on ports
+  the OS picks and stopped when the session ends. It lives here, below ``tests/integration``,
+  so that the unit and bench trees cannot ask for it.
+* ``topic_name`` / ``group_name`` (function): factories of unique names, because the pair is
+  shared by the whole session and tests are isolated by names, not by fresh clusters.
+* ``spark`` (session), ``own_source`` / ``own_target`` (function), ``tls_broker`` (session).
+* ``running_pipeline`` (function): ``k2k start`` as a process, returned once it committed
+  the progress the test waits for; whatever the test left running is killed after it.
+
+Every test that uses ``clusters`` is marked ``integration`` automatically, so
+``pytest -m "not integration"`` runs exactly the tests that need no broker.
+"""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import time
+import re
+import shutil
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
-from k2k.config import load_pipeline
-from k2k.config.loader import deep_merge
-from k2k.coordination.progress import ProgressStore
 from k2k.local import LocalCluster, free_port
-from k2k.observability.stats import PipelineStats
-from k2k.pipeline.driver.planner import Planner
-from tests.integration.tlsbroker import tls_broker  # noqa: F401 (the shared TLS broker)
-from tests.kafkautil import eventually, read_all
+from tests.helpers.kafka import Clusters
+from tests.helpers.pipelines import Progress, wait_for_progress
+from tests.helpers.procs import K2KProcess
+from tests.helpers.tlsbroker import TlsBroker, running_tls_broker
 
-K2K = [sys.executable, "-m", "k2k"]
+SOURCE_ENV = "K2K_SOURCE_BOOTSTRAP"
+TARGET_ENV = "K2K_TARGET_BOOTSTRAP"
 
-#: Record timestamps for tests: an hour ago. Never a fixed date: brokers delete records
-#: older than their retention (7 days by default) within ~30 s of starting.
-BASE_TS = int(time.time() * 1000) - 3_600_000
+#: Free disk space the embedded brokers need for one run of the suite (it writes about
+#: 2 GB), with room to spare. Less, and a broker fails mid-run when its disk fills up.
+MIN_FREE_BYTES = 5 << 30
+
+#: The embedded pair while it runs (empty before, after, and with clusters brought by the
+#: environment).
+_embedded: list[LocalCluster] = []
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that needs real brokers, whether or not its module says so."""
+    for item in items:
+        if "clusters" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
+    """The source and target clusters: brought by the environment, or one embedded pair."""
+    source, target = os.environ.get(SOURCE_ENV), os.environ.get(TARGET_ENV)
+    if source or target:
+        if not (source and target):
+            pytest.fail(f"set both {SOURCE_ENV} and {TARGET_ENV} (or neither)", pytrace=False)
+        yield Clusters(source, target)
+        return
+
+    from k2k.local import ensure_kafka_installed, start_pair
+
+    ensure_kafka_installed()
+    data_root = tmp_path_factory.mktemp("kafka")
+    free = shutil.disk_usage(data_root).free
+    if free < MIN_FREE_BYTES:
+        pytest.exit(
+            f"only {free / 2**30:.1f} GiB free on the disk of {data_root}; the embedded "
+            f"brokers need at least {MIN_FREE_BYTES / 2**30:.0f} GiB for the test suite",
+            returncode=1,
+        )
+    pair = start_pair(
+        data_root,
+        free_port(),
+        free_port(),
+        timeout=120,
+        owner_pid=os.getpid(),  # brokers die with this session even if it is killed
+    )
+    _embedded.extend(pair)
+    try:
+        yield Clusters(pair.source.bootstrap, pair.target.bootstrap)
+    finally:
+        _embedded.clear()
+        pair.stop()
+
+
+@pytest.fixture(autouse=True)
+def _embedded_brokers_alive(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test on the embedded pair: if a broker died (disk full, out of memory),
+    end the session naming it, with its log, instead of letting every later test fail on
+    "connection refused"."""
+    yield
+    if "clusters" not in request.fixturenames:
+        return
+    for cluster in _embedded:
+        if not cluster.is_running():
+            pytest.exit(
+                f"the embedded {cluster.name} broker died during {request.node.nodeid}. "
+                f"{cluster.log_tail(40)}",
+                returncode=1,
+            )
+
+
+def _short_test_name(node_name: str, limit: int = 32) -> str:
+    """A test's name reduced to characters legal in topic names, without ``test_``."""
+    name = node_name.removeprefix("test_")
+    return re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-.")[:limit].rstrip("-.") or "test"
+
+
+def _name_factory(prefix: str, request: pytest.FixtureRequest) -> Callable[[str], str]:
+    short = _short_test_name(request.node.name)
+
+    def make(label: str = "") -> str:
+        return "-".join(part for part in (prefix, short, label, uuid.uuid4().hex[:8]) if part)
+
+    return make
+
+
+@pytest.fixture
+def topic_name(request: pytest.FixtureRequest) -> Callable[[str], str]:
+    """Factory of unique topic names ``t-<test>-[<label>-]<uuid8>``; each call is a new name."""
+    return _name_factory("t", request)
+
+
+@pytest.fixture
+def group_name(request: pytest.FixtureRequest) -> Callable[[str], str]:
+    """Factory of unique consumer-group (or pipeline) names ``g-<test>-[<label>-]<uuid8>``."""
+    return _name_factory("g", request)
 
 
 @pytest.fixture(scope="session")
@@ -62,80 +165,40 @@ def own_source(tmp_path_factory):
     yield from _own_cluster("outage-source", tmp_path_factory)
 
 
-def pipeline_dict(clusters, name: str, topic: Any, **sections: Any) -> dict[str, Any]:
-    """A K2K-layout pipeline for the test clusters; ``sections`` deep-update it."""
-    doc: dict[str, Any] = {
-        "name": name,
-        "features": {
-            "autoCreateTopics": "enabled",
-            "autoCreateControlTopics": "enabled",
-            "headerReplication": "enabled",
-        },
-        "source": {"kafka": {"common": {"bootstrap.servers": clusters.source}}},
-        "target": {"kafka": {"common": {"bootstrap.servers": clusters.target}}},
-        "replication": [
-            {"source": {"name": "source", "topic": topic}},
-            {"sink": {"name": "sink", "topic": "source", "partition": "source"}},
-        ],
-        "coordination": {
-            "commit": {"topic": f"__k2k_progress-{name}", "batchTimeout": "200 milliseconds"}
-        },
-        "spark": {"master": "local[2]", "leaseDuration": "60 seconds"},
-    }
-    return deep_merge(doc, sections)
+@pytest.fixture(scope="session")
+def tls_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsBroker]:
+    """One TLS broker (SSL and SASL_SSL listeners, ACLs) for the security tests."""
+    with running_tls_broker(tmp_path_factory.mktemp("tls")) as broker:
+        yield broker
 
 
-def write_pipeline(tmp_path: Path, doc: dict[str, Any], name: str = "pipeline.yaml") -> Path:
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
+@pytest.fixture
+def running_pipeline(tmp_path: Path) -> Iterator[Callable[..., K2KProcess]]:
+    """``running_pipeline(path, progress, *args, env=None, log="k2k.log", timeout=180)``:
+    ``k2k start -v -f path *args`` as a :class:`K2KProcess` (output in ``tmp_path / log``),
+    returned once it committed ``progress`` (see :func:`wait_for_progress`); killed at once
+    if it does not get there. The test stops or kills it; one still running at teardown is
+    killed, so a failed assertion never leaves a driver and its JVM behind."""
+    started: list[K2KProcess] = []
 
+    def start(
+        path: Path,
+        progress: Progress,
+        *args: str,
+        env: dict[str, str] | None = None,
+        log: str = "k2k.log",
+        timeout: float = 180,
+    ) -> K2KProcess:
+        proc = K2KProcess(path, tmp_path / log, *args, env=env)
+        started.append(proc)
+        try:
+            wait_for_progress(path, progress, timeout)
+        except BaseException:
+            proc.kill()
+            raise
+        return proc
 
-def run_until_caught_up(spark, tmp_path: Path, doc: dict[str, Any]) -> PipelineStats:
-    """Run the pipeline in-process on the shared Spark session until caught up."""
-    cfg = load_pipeline([write_pipeline(tmp_path, doc)])
-    return Planner(cfg, until_caught_up=True, spark=spark).run()
-
-
-def k2k_cli(
-    *args: str, timeout: float = 300, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess:
-    """Run the real ``k2k`` CLI in a subprocess (its own Spark driver)."""
-    return subprocess.run(
-        [*K2K, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
-
-
-def committed_progress(target: str, topic: str, group: str) -> dict[tuple[str, int], int]:
-    """The progress recorded under ``group`` in ``topic`` on ``target``: partition -> offset."""
-    store = ProgressStore(
-        {"bootstrap.servers": target},
-        topic,
-        group,
-        sync_timeout_s=30,
-        on_sync_timeout="fail",
-        on_bad_record="fail",
-    )
-    try:
-        return {tp: rec.offset for tp, rec in store.load().items()}
-    finally:
-        store.close()
-
-
-def wait_progress_past(source: str, target: str, topic: str, name: str) -> None:
-    """Wait until pipeline ``name`` (progress on ``target``) committed past every record of
-    ``topic`` on ``source`` as it is now: anything it would copy back is visible after."""
-    past = {(topic, p): recs[-1].offset + 1 for p, recs in read_all(source, topic).items()}
-    eventually(
-        lambda: all(
-            committed_progress(target, f"__k2k_progress-{name}", name).get(tp, 0) >= o
-            for tp, o in past.items()
-        ),
-        expected=True,
-        timeout=120,
-    )
+    yield start
+    for proc in started:
+        if proc.proc.poll() is None:
+            proc.kill()

@@ -32,9 +32,9 @@ from k2k.pipeline.task.commit.exactly_once import ExactlyOnce, start_transaction
 from k2k.pipeline.task.commit.ledger import ProgressLedger
 from k2k.pipeline.task.commit.transactions import TransactionPair
 from k2k.pipeline.task.faults import RunnerFaults
-from tests.integration.eos_util import progress_history
-from tests.integration.inprocess import POLICIES, control_topics
-from tests.kafkautil import create_topic, end_offsets, eventually, list_topics, read_all
+from tests.helpers.eos import progress_history
+from tests.helpers.inprocess import POLICIES, control_topics
+from tests.helpers.kafka import create_topic, end_offsets, eventually, list_topics, read_all
 
 pytestmark = pytest.mark.integration
 

@@ -19,17 +19,15 @@ from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from k2k.formats import MetricsRecord
-from tests.integration.conftest import (
+from tests.helpers.kafka import create_topic, eventually, produce, read_all
+from tests.helpers.pipelines import (
     BASE_TS,
     K2K,
-    committed_progress,
     k2k_cli,
     pipeline_dict,
     run_until_caught_up,
     write_pipeline,
 )
-from tests.integration.procs import K2KProcess
-from tests.kafkautil import create_topic, eventually, produce, read_all
 
 pytestmark = pytest.mark.integration
 
@@ -215,7 +213,7 @@ def test_status_of_a_stopped_pipeline_reports_lag_and_writes_nothing(
 
 @pytest.mark.parametrize("mode", ["at-least-once", "exactly-once"])
 def test_status_of_a_running_pipeline_and_refusal_to_move_its_positions(
-    clusters, tmp_path, topic_name, mode
+    clusters, tmp_path, topic_name, running_pipeline, mode
 ):
     eos = mode == "exactly-once"
     t = topic_name("run")
@@ -225,14 +223,9 @@ def test_status_of_a_running_pipeline_and_refusal_to_move_its_positions(
     # A long grace window: a member slowed down by a loaded machine must not look dead and
     # let the refusal pass.
     path = write_pipeline(tmp_path, pipeline(clusters, name, [t], eos=eos, grace="60 seconds"))
-    proc = K2KProcess(path, tmp_path / "k2k.log", "--instance", "inst-a")
+    copied = {(t, 0): 10, (t, 1): 10}
+    proc = running_pipeline(path, copied, "--instance", "inst-a", timeout=240)
     try:
-        eventually(
-            lambda: committed_progress(clusters.target, f"__k2k_progress-{name}", name),
-            expected={(t, 0): 10, (t, 1): 10},
-            timeout=240,
-            interval=0.5,
-        )
 
         def running() -> dict[str, Any]:
             doc = status(path)
@@ -448,23 +441,16 @@ def test_offsets_need_yes_and_refuse_bad_input_in_one_line(clusters, tmp_path, t
 
 
 def test_force_moves_positions_of_a_member_killed_within_grace_window(
-    clusters, tmp_path, topic_name
+    clusters, tmp_path, topic_name, running_pipeline
 ):
     t = topic_name("force")
     name = topic_name("pforce")
     create_topic(clusters.source, t, 2)
     produce(clusters.source, t, records(10, 2, BASE_TS))
     path = write_pipeline(tmp_path, pipeline(clusters, name, [t], eos=True, grace="20 seconds"))
-    proc = K2KProcess(path, tmp_path / "k2k.log", "--instance", "victim")
-    try:
-        eventually(
-            lambda: committed_progress(clusters.target, f"__k2k_progress-{name}", name),
-            expected={(t, 0): 10, (t, 1): 10},
-            timeout=240,
-            interval=0.5,
-        )
-    finally:
-        proc.kill()  # like a machine dying: no release, no "left", its heartbeat still recent
+    copied = {(t, 0): 10, (t, 1): 10}
+    proc = running_pipeline(path, copied, "--instance", "victim", timeout=240)
+    proc.kill()  # like a machine dying: no release, no "left", its heartbeat still recent
     args = ("offsets", "set", "-f", str(path), "--topic", t, "--partition", "0", "--offset", "4")
     line = one_line_error(cli(*args, "--yes"), 1)
     assert f"are alive: victim on {HOST}" in line

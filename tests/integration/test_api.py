@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import k2k
-from tests.integration.conftest import BASE_TS, pipeline_dict
-from tests.kafkautil import create_topic, end_offsets, eventually, produce, read_all
+from tests.helpers.kafka import create_topic, end_offsets, eventually, produce, read_all
+from tests.helpers.pipelines import BASE_TS, pipeline_dict
 
 pytestmark = pytest.mark.integration
 

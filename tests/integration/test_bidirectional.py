@@ -8,9 +8,9 @@ from collections import Counter
 import pytest
 
 from k2k.kafka.admin import ClusterView
-from tests.integration.conftest import pipeline_dict, wait_progress_past, write_pipeline
-from tests.integration.procs import K2KProcess
-from tests.kafkautil import create_topic, eventually, produce, read_all
+from tests.helpers.kafka import create_topic, eventually, produce, read_all
+from tests.helpers.pipelines import pipeline_dict, wait_progress_past, write_pipeline
+from tests.helpers.procs import K2KProcess
 
 pytestmark = pytest.mark.integration
 

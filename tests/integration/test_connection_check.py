@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from k2k.local import free_port
-from tests.integration.conftest import k2k_cli, pipeline_dict, write_pipeline
-from tests.integration.tlsbroker import (
+from tests.helpers.kafka import create_topic, list_topics
+from tests.helpers.pipelines import k2k_cli, pipeline_dict, write_pipeline
+from tests.helpers.tlsbroker import (
     READER_PASSWORD,
     SECRETS,
     WRITER_PASSWORD,
@@ -25,7 +26,6 @@ from tests.integration.tlsbroker import (
     sasl_ssl_client,
     ssl_client,
 )
-from tests.kafkautil import create_topic, list_topics
 
 pytestmark = pytest.mark.integration
 

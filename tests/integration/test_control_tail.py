@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Message, Producer
 
 from k2k.kafka.tail import TopicTail
-from tests.kafkautil import create_topic
+from tests.helpers.kafka import create_topic
 
 pytestmark = pytest.mark.integration
 

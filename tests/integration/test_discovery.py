@@ -9,8 +9,15 @@ import subprocess
 import pytest
 
 from k2k.formats import ProgressRecord
-from tests.integration.conftest import BASE_TS, K2K, pipeline_dict, write_pipeline
-from tests.kafkautil import create_topic, end_offsets, eventually, list_topics, produce, read_all
+from tests.helpers.kafka import (
+    create_topic,
+    end_offsets,
+    eventually,
+    list_topics,
+    produce,
+    read_all,
+)
+from tests.helpers.pipelines import BASE_TS, K2K, pipeline_dict, write_pipeline
 
 pytestmark = pytest.mark.integration
 

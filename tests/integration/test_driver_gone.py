@@ -16,9 +16,9 @@ from k2k.pipeline.channel import LeaseControl
 from k2k.pipeline.plan import PartitionRange, RunnerGroup, RunnerSummary
 from k2k.pipeline.task.runner import Runner
 from k2k.stages import SourcePartition, TopicPlan
-from tests.integration.conftest import committed_progress
-from tests.integration.inprocess import inprocess_spec
-from tests.kafkautil import create_topic, eventually, produce, read_all
+from tests.helpers.inprocess import inprocess_spec
+from tests.helpers.kafka import create_topic, eventually, produce, read_all
+from tests.helpers.pipelines import committed_progress
 
 pytestmark = pytest.mark.integration
 

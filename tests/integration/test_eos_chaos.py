@@ -15,17 +15,17 @@ import time
 import pytest
 
 from k2k.errors import K2KError
-from tests.integration.conftest import committed_progress, k2k_cli, write_pipeline
-from tests.integration.eos_util import (
+from tests.helpers.eos import (
     assert_exact,
     assert_single_writer,
+    eos_pipeline,
     mixed_workload,
     owner_history,
     progress_history,
 )
-from tests.integration.procs import K2KProcess
-from tests.integration.test_exactly_once import eos_pipeline
-from tests.kafkautil import create_topic, eventually
+from tests.helpers.kafka import create_topic, eventually
+from tests.helpers.pipelines import committed_progress, k2k_cli, write_pipeline
+from tests.helpers.procs import K2KProcess
 
 pytestmark = pytest.mark.integration
 

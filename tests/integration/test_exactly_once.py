@@ -6,21 +6,15 @@ from __future__ import annotations
 import pytest
 
 from k2k.formats import ReleaseRecord, decode_assignment
-from tests.integration.conftest import (
-    k2k_cli,
-    pipeline_dict,
-    run_until_caught_up,
-    write_pipeline,
-)
-from tests.integration.eos_util import (
+from tests.helpers.eos import (
     assert_exact,
     assert_single_writer,
+    eos_pipeline,
     mixed_workload,
     owner_history,
     progress_history,
 )
-from tests.integration.procs import K2KProcess
-from tests.kafkautil import (
+from tests.helpers.kafka import (
     create_topic,
     end_offsets,
     eventually,
@@ -29,30 +23,14 @@ from tests.kafkautil import (
     produce_transaction,
     read_all,
 )
+from tests.helpers.pipelines import (
+    k2k_cli,
+    run_until_caught_up,
+    write_pipeline,
+)
+from tests.helpers.procs import K2KProcess
 
 pytestmark = pytest.mark.integration
-
-
-def eos_pipeline(clusters, name: str, topics, **sections):
-    doc = pipeline_dict(
-        clusters,
-        name,
-        topics,
-        features={"exactlyOnce": "enabled"},
-        coordination={
-            # K2K's batchSize, not exactly-once's larger default: these tests kill, fail and
-            # fence runners mid-copy, and want many committed transactions in a small copy.
-            "commit": {
-                "topic": f"__k2k_progress-{name}",
-                "batchSize": 1000,
-                "batchTimeout": "200 milliseconds",
-            },
-            "assignment": {"topic": f"__k2k_assignment-{name}", "graceWindow": "5 seconds"},
-        },
-    )
-    from k2k.config.loader import deep_merge
-
-    return deep_merge(doc, sections)
 
 
 def test_exactly_once_copies_committed_source_records_once(clusters, spark, tmp_path, topic_name):

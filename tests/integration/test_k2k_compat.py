@@ -10,14 +10,14 @@ import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from k2k.kafka.murmur2 import murmur2_partition
-from tests.integration.conftest import (
+from tests.helpers.kafka import create_topic, list_topics, produce, read_all
+from tests.helpers.pipelines import (
     BASE_TS,
     k2k_cli,
     pipeline_dict,
     run_until_caught_up,
     write_pipeline,
 )
-from tests.kafkautil import create_topic, list_topics, produce, read_all
 
 pytestmark = pytest.mark.integration
 

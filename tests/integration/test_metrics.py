@@ -21,8 +21,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from k2k.formats.metrics import MetricsRecord
 from k2k.local import free_port
-from tests.integration.conftest import BASE_TS, k2k_cli, pipeline_dict, write_pipeline
-from tests.integration.procs import K2KProcess
+from tests.helpers.kafka import create_topic, eventually, produce, read_all
+from tests.helpers.pipelines import BASE_TS, k2k_cli, pipeline_dict, write_pipeline
+from tests.helpers.procs import K2KProcess
 from tests.integration.test_offset_mapping_app import (
     app_config,
     commit_source,
@@ -30,7 +31,6 @@ from tests.integration.test_offset_mapping_app import (
     replicate_with_mappings,
     target_commits,
 )
-from tests.kafkautil import create_topic, eventually, produce, read_all
 
 pytestmark = pytest.mark.integration
 

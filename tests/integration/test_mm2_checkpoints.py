@@ -24,10 +24,10 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from k2k.config import load_pipeline
 from k2k.formats.checkpoint import Checkpoint
 from k2k.pipeline.driver.services.checkpoints import CheckpointEmitter
-from tests.integration.conftest import k2k_cli, pipeline_dict, write_pipeline
-from tests.integration.mm2java import compile_program, run_program
-from tests.integration.procs import K2KProcess
-from tests.kafkautil import create_topic, eventually, produce, read_all
+from tests.helpers.kafka import create_topic, eventually, produce, read_all
+from tests.helpers.mm2java import compile_program, run_program
+from tests.helpers.pipelines import k2k_cli, pipeline_dict, write_pipeline
+from tests.helpers.procs import K2KProcess
 
 pytestmark = pytest.mark.integration
 

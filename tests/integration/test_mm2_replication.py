@@ -10,15 +10,15 @@ from collections import Counter
 import pytest
 
 from k2k.formats.heartbeat import Heartbeat
-from tests.integration.conftest import (
+from tests.helpers.kafka import Rec, create_topic, eventually, list_topics, produce, read_all
+from tests.helpers.mm2java import compile_program, run_program
+from tests.helpers.pipelines import (
     pipeline_dict,
     run_until_caught_up,
     wait_progress_past,
     write_pipeline,
 )
-from tests.integration.mm2java import compile_program, run_program
-from tests.integration.procs import K2KProcess
-from tests.kafkautil import Rec, create_topic, eventually, list_topics, produce, read_all
+from tests.helpers.procs import K2KProcess
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from k2k.formats.checkpoint import Checkpoint
-from tests.integration.conftest import BASE_TS, k2k_cli
-from tests.kafkautil import create_topic, eventually, list_topics, produce, read_all
+from tests.helpers.kafka import create_topic, eventually, list_topics, produce, read_all
+from tests.helpers.pipelines import BASE_TS, k2k_cli
 
 pytestmark = pytest.mark.integration
 

@@ -50,9 +50,8 @@ from k2k.pipeline.plan import PartitionRange, RunnerGroup
 from k2k.pipeline.task.mappings import MappingPublisher, mapping_partition
 from k2k.pipeline.task.runner import Runner
 from k2k.stages import KeyHash, SourcePartition, TopicPlan
-from tests.integration.conftest import k2k_cli
-from tests.integration.inprocess import inprocess_spec
-from tests.kafkautil import (
+from tests.helpers.inprocess import inprocess_spec
+from tests.helpers.kafka import (
     create_topic,
     end_offsets,
     eventually,
@@ -60,6 +59,7 @@ from tests.kafkautil import (
     produce,
     read_all,
 )
+from tests.helpers.pipelines import k2k_cli
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,9 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.integration.conftest import (
+from tests.helpers.eos import mixed_workload
+from tests.helpers.kafka import Rec, create_topic, eventually, produce, read_all
+from tests.helpers.pipelines import (
     BASE_TS,
     committed_progress,
     k2k_cli,
@@ -26,9 +28,7 @@ from tests.integration.conftest import (
     run_until_caught_up,
     write_pipeline,
 )
-from tests.integration.eos_util import mixed_workload
-from tests.integration.procs import K2KProcess
-from tests.kafkautil import Rec, create_topic, eventually, produce, read_all
+from tests.helpers.procs import K2KProcess
 
 pytestmark = pytest.mark.integration
 

@@ -33,10 +33,9 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from k2k.errors import K2KError
 from k2k.local import LocalCluster, free_port, start_pair
-from tests.conftest import Clusters
-from tests.integration.conftest import BASE_TS, committed_progress, pipeline_dict, write_pipeline
-from tests.integration.procs import K2KProcess
-from tests.kafkautil import create_topic, end_offsets, eventually, read_all
+from tests.helpers.kafka import Clusters, create_topic, end_offsets, eventually, read_all
+from tests.helpers.pipelines import BASE_TS, committed_progress, pipeline_dict, write_pipeline
+from tests.helpers.procs import K2KProcess
 
 pytestmark = pytest.mark.integration
 

@@ -19,9 +19,9 @@ from datetime import datetime
 import pytest
 
 from k2k.errors import K2KError
-from tests.integration.conftest import BASE_TS, committed_progress, pipeline_dict, write_pipeline
-from tests.integration.procs import K2KProcess
-from tests.kafkautil import create_topic, eventually, produce, read_all
+from tests.helpers.kafka import create_topic, eventually, produce, read_all
+from tests.helpers.pipelines import BASE_TS, committed_progress, pipeline_dict, write_pipeline
+from tests.helpers.procs import K2KProcess
 
 pytestmark = pytest.mark.integration
 
@@ -59,7 +59,9 @@ def _seeded(
     return t, name, doc
 
 
-def _running(tmp_path, doc: dict, target: str) -> tuple[K2KProcess, Callable[[], int]]:
+def _running(
+    running_pipeline, tmp_path, doc: dict, target: str
+) -> tuple[K2KProcess, Callable[[], int]]:
     """``k2k start`` of ``doc`` once it committed the first batch, and a reader of the
     records committed in all."""
     topic, group = doc["coordination"]["commit"]["topic"], doc["name"]
@@ -67,17 +69,15 @@ def _running(tmp_path, doc: dict, target: str) -> tuple[K2KProcess, Callable[[],
     def committed_total() -> int:
         return sum(committed_progress(target, topic, group).values())
 
-    proc = K2KProcess(write_pipeline(tmp_path, doc), tmp_path / "k2k.log")
-    try:
-        eventually(committed_total, PER_BATCH, timeout=180, interval=0.5, ignore=(K2KError,))
-    except BaseException:
-        proc.kill()
-        raise
+    def first_batch(positions: dict) -> bool:
+        return sum(positions.values()) == PER_BATCH
+
+    proc = running_pipeline(write_pipeline(tmp_path, doc), first_batch)
     return proc, committed_total
 
 
 def test_target_outage_logs_few_lines_and_replication_completes(
-    clusters, own_target, tmp_path, topic_name
+    clusters, own_target, tmp_path, topic_name, running_pipeline
 ):
     """Stop the target for about a minute while ``k2k start`` runs (at-least-once) and records
     keep arriving on the source; bring it back. The log says unreachable / still unreachable /
@@ -92,7 +92,7 @@ def test_target_outage_logs_few_lines_and_replication_completes(
         # One lease for the whole test: a lease boundary during the outage is another test.
         spark={"leaseDuration": "30 minutes"},
     )
-    proc, committed_total = _running(tmp_path, doc, target)
+    proc, committed_total = _running(running_pipeline, tmp_path, doc, target)
     try:
         own_target.stop()
         produce(clusters.source, t, _records(PER_BATCH, PER_BATCH))  # arrives during the outage
@@ -155,7 +155,7 @@ def _logged_at(line: str) -> float:
 
 
 def test_exactly_once_rides_out_a_target_outage_longer_than_the_transaction_timeout(
-    clusters, own_target, tmp_path, topic_name
+    clusters, own_target, tmp_path, topic_name, running_pipeline
 ):
     """The target is stopped for longer than transaction.timeout.ms (15 s here, to keep the
     test short; 60 s by default) while records keep arriving: the lease fails, k2k waits for
@@ -170,7 +170,7 @@ def test_exactly_once_rides_out_a_target_outage_longer_than_the_transaction_time
         features={"exactlyOnce": "enabled"},
         target={"kafka": {"producer": {"transaction.timeout.ms": "15000"}}},
     )
-    proc, committed_total = _running(tmp_path, doc, target)
+    proc, committed_total = _running(running_pipeline, tmp_path, doc, target)
     try:
         own_target.stop()
         stopped = time.monotonic()
@@ -198,7 +198,7 @@ def test_exactly_once_rides_out_a_target_outage_longer_than_the_transaction_time
 
 @pytest.mark.parametrize("mode", ["at-least-once", "exactly-once"])
 def test_max_outage_bounds_the_wait_with_a_one_line_error(
-    clusters, own_target, tmp_path, topic_name, mode
+    clusters, own_target, tmp_path, topic_name, running_pipeline, mode
 ):
     """``errorHandling.maxOutage: 10 seconds``: a target that stays down ends the run with
     exit 1 and one line naming the setting, soon after the bound (not after the runners'
@@ -207,7 +207,7 @@ def test_max_outage_bounds_the_wait_with_a_one_line_error(
     target = own_target.bootstrap
     eos = {"features": {"exactlyOnce": "enabled"}} if mode == "exactly-once" else {}
     t, name, doc = _seeded(clusters, target, topic_name, "bounded", **_BOUNDED, **eos)
-    proc, _ = _running(tmp_path, doc, target)
+    proc, _ = _running(running_pipeline, tmp_path, doc, target)
     more = _records(PER_BATCH, PER_BATCH)
     code, took = _exit_after_stopping(proc, own_target, lambda: produce(clusters.source, t, more))
     _assert_gave_up(proc.output(), code, took, f"target cluster unreachable at {target}")
@@ -223,7 +223,7 @@ def test_max_outage_bounds_the_wait_with_a_one_line_error(
 
 
 def test_max_outage_bounds_a_source_outage_and_keeps_what_was_copied(
-    clusters, own_source, tmp_path, topic_name
+    clusters, own_source, tmp_path, topic_name, running_pipeline
 ):
     """``errorHandling.maxOutage: 10 seconds`` with the *source* stopped, exactly-once: the
     target still answers, so the ended lease's runners close their transactions and return
@@ -240,7 +240,7 @@ def test_max_outage_bounds_a_source_outage_and_keeps_what_was_copied(
         features={"exactlyOnce": "enabled"},
         **_BOUNDED,
     )
-    proc, _ = _running(tmp_path, doc, target)
+    proc, _ = _running(running_pipeline, tmp_path, doc, target)
     src = read_all(source, t)  # read while the source still answers
     code, took = _exit_after_stopping(proc, own_source)
     _assert_gave_up(proc.output(), code, took, f"source cluster unreachable at {source}")

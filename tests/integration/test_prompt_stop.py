@@ -11,8 +11,8 @@ from k2k.config import load_pipeline
 from k2k.coordination.controltopics import assignment_member, ensure_control_topics
 from k2k.formats.assignment import MemberRecord
 from k2k.kafka.admin import ClusterView
-from tests.integration.conftest import pipeline_dict, write_pipeline
-from tests.kafkautil import read_all
+from tests.helpers.kafka import read_all
+from tests.helpers.pipelines import pipeline_dict, write_pipeline
 
 pytestmark = pytest.mark.integration
 

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from k2k.kafka.murmur2 import murmur2_partition
-from tests.integration.conftest import BASE_TS, pipeline_dict, run_until_caught_up
-from tests.kafkautil import create_topic, end_offsets, list_topics, produce, read_all
+from tests.helpers.kafka import create_topic, end_offsets, list_topics, produce, read_all
+from tests.helpers.pipelines import BASE_TS, pipeline_dict, run_until_caught_up
 
 pytestmark = pytest.mark.integration
 

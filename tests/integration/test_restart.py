@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from tests.integration.conftest import (
+from tests.helpers.kafka import create_topic, end_offsets, eventually, produce, read_all
+from tests.helpers.pipelines import (
     BASE_TS,
     K2K,
     committed_progress,
@@ -18,7 +19,6 @@ from tests.integration.conftest import (
     pipeline_dict,
     write_pipeline,
 )
-from tests.kafkautil import create_topic, end_offsets, eventually, produce, read_all
 
 pytestmark = pytest.mark.integration
 

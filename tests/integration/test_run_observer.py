@@ -13,8 +13,8 @@ from k2k.pipeline.plan import PartitionRange, RunnerGroup
 from k2k.pipeline.task.observe import ProducedRun
 from k2k.pipeline.task.runner import Runner
 from k2k.stages import KeyHash, SourcePartition, TopicPlan
-from tests.integration.inprocess import inprocess_spec
-from tests.kafkautil import (
+from tests.helpers.inprocess import inprocess_spec
+from tests.helpers.kafka import (
     ProducedRecord,
     create_topic,
     end_offsets,

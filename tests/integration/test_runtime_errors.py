@@ -11,15 +11,14 @@ import pytest
 
 from k2k.errors import K2KError
 from k2k.local import LocalCluster, free_port
-from tests.integration.conftest import (
+from tests.helpers.kafka import create_topic, eventually, list_topics, produce, read_all
+from tests.helpers.pipelines import (
     BASE_TS,
     committed_progress,
     k2k_cli,
     pipeline_dict,
     write_pipeline,
 )
-from tests.integration.procs import K2KProcess
-from tests.kafkautil import create_topic, eventually, list_topics, produce, read_all
 
 pytestmark = pytest.mark.integration
 
@@ -140,7 +139,7 @@ def frozen_target(tmp_path_factory):
 
 
 def test_commit_batch_not_acknowledged_within_delivery_timeout_fails_the_lease_then_resumes(
-    clusters, frozen_target, tmp_path, topic_name
+    clusters, frozen_target, tmp_path, topic_name, running_pipeline
 ):
     """Records never expire inside the producer (that would break the gapless guarantee);
     the runner applies the user's delivery timeout to whole commit batches instead. A target
@@ -162,18 +161,11 @@ def test_commit_batch_not_acknowledged_within_delivery_timeout_fails_the_lease_t
             }
         },
     )
-    proc = K2KProcess(write_pipeline(tmp_path, doc), tmp_path / "k2k.log")
+    proc = running_pipeline(write_pipeline(tmp_path, doc), {(t, 0): 10}, timeout=90)
     paused = re.compile(
         r"replication paused: the target did not acknowledge a commit batch within 4 s"
     )
     try:
-        eventually(
-            lambda: committed_progress(target, f"__k2k_progress-{name}", name),
-            expected={(t, 0): 10},
-            timeout=90,
-            interval=0.5,
-            ignore=(K2KError,),  # the progress topic is not created yet
-        )
         os.kill(frozen_target.pid, signal.SIGSTOP)
         try:
             produce(

@@ -34,14 +34,14 @@ from k2k.local import free_port
 from k2k.local.registry import LocalRegistry, start_registry, wait_ready
 from k2k.pipeline.driver.planner import Planner
 from k2k.verify.job import run_verify
-from tests.integration.conftest import (
+from tests.helpers.kafka import create_topic, produce, read_all
+from tests.helpers.pipelines import (
     BASE_TS,
     k2k_cli,
     pipeline_dict,
     run_until_caught_up,
     write_pipeline,
 )
-from tests.kafkautil import create_topic, produce, read_all
 
 pytestmark = pytest.mark.integration
 

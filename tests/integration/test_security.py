@@ -14,8 +14,8 @@ from confluent_kafka.admin import (
 )
 
 from k2k.local import LocalCluster, free_port
-from tests.integration.conftest import BASE_TS, k2k_cli, pipeline_dict, write_pipeline
-from tests.kafkautil import create_topic, produce, read_all
+from tests.helpers.kafka import create_topic, produce, read_all
+from tests.helpers.pipelines import BASE_TS, k2k_cli, pipeline_dict, write_pipeline
 
 pytestmark = pytest.mark.integration
 

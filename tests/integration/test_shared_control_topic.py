@@ -10,15 +10,15 @@ import pytest
 from k2k.formats import ProgressKey
 from k2k.formats.codec import key_family
 from k2k.kafka.admin import ClusterView
-from tests.integration.conftest import pipeline_dict, run_until_caught_up, write_pipeline
-from tests.integration.eos_util import (
+from tests.helpers.eos import (
     assert_exact,
     assert_single_writer,
     owner_history,
     progress_history,
 )
-from tests.integration.procs import K2KProcess
-from tests.kafkautil import create_topic, end_offsets, eventually, produce, read_all
+from tests.helpers.kafka import create_topic, end_offsets, eventually, produce, read_all
+from tests.helpers.pipelines import pipeline_dict, run_until_caught_up, write_pipeline
+from tests.helpers.procs import K2KProcess
 
 pytestmark = pytest.mark.integration
 

@@ -18,8 +18,8 @@ import pytest
 
 import k2k
 from k2k.local import free_port
-from tests.integration.conftest import BASE_TS, k2k_cli, pipeline_dict, write_pipeline
-from tests.kafkautil import create_topic, eventually, produce, read_all
+from tests.helpers.kafka import create_topic, eventually, produce, read_all
+from tests.helpers.pipelines import BASE_TS, k2k_cli, pipeline_dict, write_pipeline
 
 pytestmark = pytest.mark.integration
 

@@ -2,7 +2,7 @@
 from a source whose principal may only read; a wrong CA, and a missing client certificate,
 failing with one clear line; no password in any output, also at -vv.
 
-The broker is the session's shared TLS broker (:mod:`tests.integration.tlsbroker`).
+The broker is the session's shared TLS broker (:mod:`tests.helpers.tlsbroker`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, Producer
 
-from tests.integration.conftest import BASE_TS, k2k_cli, pipeline_dict, write_pipeline
-from tests.integration.tlsbroker import (
+from tests.helpers.kafka import Rec, create_topic, produce, read_all
+from tests.helpers.pipelines import BASE_TS, k2k_cli, pipeline_dict, write_pipeline
+from tests.helpers.tlsbroker import (
     READER_PASSWORD,
     SECRETS,
     WRITER_PASSWORD,
@@ -24,7 +25,6 @@ from tests.integration.tlsbroker import (
     sasl_ssl_client,
     ssl_client,
 )
-from tests.kafkautil import Rec, create_topic, produce, read_all
 
 pytestmark = pytest.mark.integration
 

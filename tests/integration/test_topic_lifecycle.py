@@ -22,12 +22,11 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 
 from k2k.config import load_pipeline
 from k2k.coordination.progress import ProgressStore
-from k2k.errors import K2KError, ReplicationError
+from k2k.errors import ReplicationError
 from k2k.pipeline.driver.discovery import Discovery
 from k2k.pipeline.driver.positions import StartPositions
-from tests.integration.conftest import BASE_TS, k2k_cli, pipeline_dict, write_pipeline
-from tests.integration.procs import K2KProcess
-from tests.kafkautil import create_topic, eventually, list_topics, produce, read_all
+from tests.helpers.kafka import create_topic, eventually, list_topics, produce, read_all
+from tests.helpers.pipelines import BASE_TS, k2k_cli, pipeline_dict, write_pipeline
 
 pytestmark = pytest.mark.integration
 
@@ -92,7 +91,9 @@ def _lifecycle_pipeline(clusters, topic_name, selection) -> dict:
     )
 
 
-def test_running_pipeline_follows_growth_deletion_and_recreation(clusters, tmp_path, topic_name):
+def test_running_pipeline_follows_growth_deletion_and_recreation(
+    clusters, tmp_path, topic_name, running_pipeline
+):
     """One ``k2k start`` over ``<base>.a`` and ``<base>.b`` (a regular expression):
 
     1. ``b`` grows from 2 to 3 partitions: the target ``b`` grows too, and the records
@@ -109,10 +110,9 @@ def test_running_pipeline_follows_growth_deletion_and_recreation(clusters, tmp_p
     produce(clusters.source, a, _records(0, 300, 2, "old"))
     produce(clusters.source, b, _records(0, 300, 2))
     doc = _lifecycle_pipeline(clusters, topic_name, re.escape(base) + r"\..*")
-    proc = K2KProcess(write_pipeline(tmp_path, doc), tmp_path / "k2k.log")
+    started = {(a, 0): 150, (a, 1): 150}
+    proc = running_pipeline(write_pipeline(tmp_path, doc), started)
     try:
-        started = {0: 150, 1: 150}
-        eventually(lambda: _offsets(clusters.target, doc, a), started, 180, 0.5, (K2KError,))
         old_a = _contents(clusters.source, a)
 
         # 1. Growth: the new partition's records were written before k2k saw the partition.
@@ -172,17 +172,18 @@ def test_topic_recreated_while_stopped_is_copied_from_its_start(clusters, tmp_pa
     assert _offsets(clusters.target, doc, t) == {0: 200, 1: 200}
 
 
-def test_target_topic_deleted_while_running_stops_with_one_line(clusters, tmp_path, topic_name):
+def test_target_topic_deleted_while_running_stops_with_one_line(
+    clusters, tmp_path, topic_name, running_pipeline
+):
     """Deleting the target topic under a running pipeline stops it with exit 1 and one line
     naming the topic and the ways on; the broker never re-creates the topic on k2k's writes."""
     t = topic_name("tgtdel")
     create_topic(clusters.source, t, 2)
     produce(clusters.source, t, _records(0, 200, 2))
     doc = _lifecycle_pipeline(clusters, topic_name, [t])
-    proc = K2KProcess(write_pipeline(tmp_path, doc), tmp_path / "k2k.log")
+    started = {(t, 0): 100, (t, 1): 100}
+    proc = running_pipeline(write_pipeline(tmp_path, doc), started)
     try:
-        started = {0: 100, 1: 100}
-        eventually(lambda: _offsets(clusters.target, doc, t), started, 180, 0.5, (K2KError,))
         _delete(clusters.target, t)
         produce(clusters.source, t, _records(200, 100, 2))
         code = proc.proc.wait(120)
@@ -256,7 +257,9 @@ def test_partitions_added_while_stopped_start_at_earliest(clusters, tmp_path, to
     assert _offsets(clusters.target, doc, t) == {0: 80, 1: 80, 2: 30}
 
 
-def test_topic_recreated_within_a_lease_is_planned_again(clusters, tmp_path, topic_name):
+def test_topic_recreated_within_a_lease_is_planned_again(
+    clusters, tmp_path, topic_name, running_pipeline
+):
     """Deleted and created again between two checks (no discovery pass sees it missing): the
     runners fail on a position past the new topic's end, and the planner plans again instead
     of stopping; the new topic is copied from its start after the old one's records."""
@@ -273,10 +276,9 @@ def test_topic_recreated_within_a_lease_is_planned_again(clusters, tmp_path, top
         ],
         spark={"leaseDuration": "30 minutes"},
     )
-    proc = K2KProcess(write_pipeline(tmp_path, doc), tmp_path / "k2k.log")
+    started = {(t, 0): 150, (t, 1): 150}
+    proc = running_pipeline(write_pipeline(tmp_path, doc), started)
     try:
-        started = {0: 150, 1: 150}
-        eventually(lambda: _offsets(clusters.target, doc, t), started, 180, 0.5, (K2KError,))
         old = _contents(clusters.source, t)
         _delete(clusters.source, t)
         create_topic(clusters.source, t, 2)

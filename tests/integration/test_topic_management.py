@@ -36,9 +36,9 @@ from confluent_kafka.admin import (
 
 from k2k.errors import K2KError
 from k2k.local import LocalCluster, free_port
-from tests.integration.conftest import BASE_TS, pipeline_dict, write_pipeline
-from tests.integration.procs import K2KProcess
-from tests.kafkautil import create_topic, end_offsets, eventually, produce, read_all
+from tests.helpers.kafka import create_topic, end_offsets, eventually, produce, read_all
+from tests.helpers.pipelines import BASE_TS, pipeline_dict, write_pipeline
+from tests.helpers.procs import K2KProcess
 
 pytestmark = pytest.mark.integration
 

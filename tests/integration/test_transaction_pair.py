@@ -11,7 +11,7 @@ from k2k.coordination.assignment import producer_ids
 from k2k.errors import ReplicationError
 from k2k.kafka.faults import fatal_cause
 from k2k.pipeline.task.commit.transactions import TransactionPair
-from tests.kafkautil import create_topic, eventually, read_all
+from tests.helpers.kafka import create_topic, eventually, read_all
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from k2k.kafka.factory import build_producer
 from k2k.pipeline.task.commit.transactions import TransactionPair
-from tests.kafkautil import create_topic, end_offsets, read_all
+from tests.helpers.kafka import create_topic, end_offsets, read_all
 
 pytestmark = pytest.mark.integration
 

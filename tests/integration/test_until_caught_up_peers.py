@@ -12,11 +12,10 @@ import pytest
 
 from k2k.config.loader import deep_merge
 from k2k.errors import K2KError
-from tests.integration.conftest import committed_progress, k2k_cli, write_pipeline
-from tests.integration.eos_util import assert_exact
-from tests.integration.procs import K2KProcess
-from tests.integration.test_exactly_once import eos_pipeline
-from tests.kafkautil import create_topic, eventually, produce
+from tests.helpers.eos import assert_exact, eos_pipeline
+from tests.helpers.kafka import create_topic, eventually, produce
+from tests.helpers.pipelines import committed_progress, k2k_cli, write_pipeline
+from tests.helpers.procs import K2KProcess
 
 pytestmark = pytest.mark.integration
 

@@ -19,15 +19,15 @@ import pytest
 from k2k.config import load_pipeline
 from k2k.kafka.murmur2 import murmur2_partition
 from k2k.verify.job import VerifyReport, run_verify
-from tests.integration.conftest import (
+from tests.helpers.eos import mixed_workload
+from tests.helpers.kafka import Rec, create_topic, end_offsets, list_topics, produce, read_all
+from tests.helpers.pipelines import (
     BASE_TS,
     k2k_cli,
     pipeline_dict,
     run_until_caught_up,
     write_pipeline,
 )
-from tests.integration.eos_util import mixed_workload
-from tests.kafkautil import Rec, create_topic, end_offsets, list_topics, produce, read_all
 
 pytestmark = pytest.mark.integration
 

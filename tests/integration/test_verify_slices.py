@@ -16,10 +16,10 @@ import uuid
 import pytest
 
 from k2k.verify import slicing
-from tests.integration.conftest import BASE_TS, k2k_cli, pipeline_dict, write_pipeline
-from tests.integration.conftest import run_until_caught_up as replicate
+from tests.helpers.kafka import Rec, create_topic, produce
+from tests.helpers.pipelines import BASE_TS, k2k_cli, pipeline_dict, write_pipeline
+from tests.helpers.pipelines import run_until_caught_up as replicate
 from tests.integration.test_verify import copy_topic, places, routed_to, verify
-from tests.kafkautil import Rec, create_topic, produce
 
 pytestmark = pytest.mark.integration
 
