@@ -202,3 +202,15 @@ def test_only_the_command_line_prints_or_exits():
         and (calls := _terminal_calls(path))
     }
     assert not wrong, sorted(wrong)
+
+
+#: ``k2k verify``'s modules that run inside Spark tasks, and what they must not reach: the
+#: driver's planning (job, slicing), the config model and the pipeline's driver.
+VERIFY_TASK_MODULES = ["verify/task.py", "verify/align.py", "verify/schemas.py"]
+VERIFY_DRIVER_ONLY = ("k2k.verify.job", "k2k.verify.slicing", "k2k.config", "k2k.pipeline.driver")
+
+
+@pytest.mark.parametrize("module", VERIFY_TASK_MODULES)
+def test_a_verify_task_module_never_imports_the_driver(module):
+    wrong = {n for n in _imports_of(SRC / module) if n.startswith(VERIFY_DRIVER_ONLY)}
+    assert not wrong, sorted(wrong)
