@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from k2k.config import PipelineConfig
 from k2k.kafka.admin import ClusterView
@@ -66,8 +66,13 @@ class ReplicatorMetrics:
         self.ages = ages
         self._lock = threading.Lock()
         self._deltas = FrameDeltas()
-        m = telemetry.meter("k2k.replicator")
-        p = prefix
+        meter = telemetry.meter("k2k.replicator")
+        self._copy_instruments(meter, prefix)
+        self._event_counters(meter, prefix)
+        self._gauges(meter, prefix)
+
+    def _copy_instruments(self, m: Meter, p: str) -> None:
+        """What the runners' frames move: records, bytes, latency and commits."""
         self.records = m.create_counter(
             p + "replication.records", "{record}", "Records replicated (acknowledged by the target)"
         )
@@ -87,6 +92,9 @@ class ReplicatorMetrics:
         self.commit_failures = m.create_counter(
             p + "commit.failures", "{failure}", "Commits that failed (the lease's batch is redone)"
         )
+
+    def _event_counters(self, m: Meter, p: str) -> None:
+        """What the planner counts per lease: leases, fencings, faults, records not copied."""
         self.leases = m.create_counter(p + "leases", "{lease}", "Leases started by this instance")
         self.fencings_done = m.create_counter(
             p + "fencings.done", "{fencing}", "Transactional ids of previous owners fenced"
@@ -111,6 +119,9 @@ class ReplicatorMetrics:
             "Source records deleted before they were replicated and jumped over "
             "(errorHandling.onSourceRecordsLost: continue)",
         )
+
+    def _gauges(self, m: Meter, p: str) -> None:
+        """What an exporter reads from the planner's view when it collects."""
         m.create_observable_gauge(
             p + "replication.lag.records",
             [self._lag_records],
@@ -192,7 +203,11 @@ class ReplicatorMetrics:
 
     def _apply(self, delta: FrameDelta) -> None:
         for (topic, partition), (records, size, latency) in delta.partitions.items():
-            attrs = {"pipeline": self.pipeline, "topic": topic, "partition": partition}
+            attrs: dict[str, Any] = {
+                "pipeline": self.pipeline,
+                "topic": topic,
+                "partition": partition,
+            }
             if records:
                 self.records.add(records, attrs)
             if size:

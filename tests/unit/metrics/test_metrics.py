@@ -23,6 +23,7 @@ from k2k.metrics.replicator import ReplicatorMetrics, replicator_histograms
 from k2k.metrics.tally import RunTally
 from k2k.metrics.telemetry import Telemetry
 from k2k.observability.stats import PipelineStats
+from k2k.pipeline.driver.planning import PlanningState
 from k2k.pipeline.plan import RunnerSummary
 from k2k.pipeline.task.observe import ProducedRun
 
@@ -99,7 +100,10 @@ def test_frames_sent_twice_or_lost_count_once_and_summary_makes_good():
 
 
 def test_gauges_read_the_planners_view():
-    stats = PipelineStats(committed={("t", 0): 5, ("t", 1): 9}, latest={("t", 0): 8, ("t", 1): 9})
+    planning = PlanningState(
+        committed={("t", 0): 5, ("t", 1): 9}, latest={("t", 0): 8, ("t", 1): 9}
+    )
+    stats = PipelineStats(planning=planning)
     metrics, telemetry = _metrics(stats)
     lag = {
         p.attributes["partition"]: p.value for p in telemetry.points("k2k.replication.lag.records")

@@ -10,12 +10,14 @@ from rich.console import Console
 
 from k2k.observability.display import LiveDisplay, LogDisplay
 from k2k.observability.stats import PipelineStats
+from k2k.pipeline.driver.planning import PlanningState
 
 TP0, TP1 = ("t", 0), ("t", 1)
 
 
 def _stats(committed: dict[tuple[str, int], int]) -> PipelineStats:
-    return PipelineStats(committed=dict(committed), ends={TP0: 600, TP1: 400}, leases=1, topics=1)
+    planning = PlanningState(committed=dict(committed), ends={TP0: 600, TP1: 400})
+    return PipelineStats(planning=planning, leases=1, topics=1)
 
 
 def test_live_panel_appears_at_the_first_tick_with_progress() -> None:
@@ -48,7 +50,7 @@ def test_progress_line_without_a_terminal_says_done_and_time_left(
 def test_no_progress_figures_without_until_caught_up(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, "k2k")
     display = LogDisplay("p", interval_s=0.0)
-    display(PipelineStats(committed={TP0: 5}, latest={TP0: 8}))
+    display(PipelineStats(planning=PlanningState(committed={TP0: 5}, latest={TP0: 8})))
     assert [r.getMessage() for r in caplog.records if r.name == "k2k"] == [
         "p: 0 records/s, lag 3 records over 1 partitions (lease 0)"
     ]

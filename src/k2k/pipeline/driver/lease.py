@@ -26,7 +26,6 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from k2k.config import PipelineConfig
@@ -47,6 +46,8 @@ from k2k.spark.session import is_local, spark_error_line
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
+
+    from k2k.pipeline.driver.watcher import LeaseWatcher
 
 __all__ = ["OUTAGE_GRACE_S", "STOP_GRACE_S", "TICK_S", "LeaseJob", "lease_template", "open_channel"]
 
@@ -166,21 +167,15 @@ class LeaseJob:
         self.gave_up: Unavailable | None = None
 
     def run(
-        self,
-        spec: LeaseSpec,
-        groups: list[RunnerGroup],
-        *,
-        reassigned: Callable[[], bool],
-        tick: Callable[[], None],
-        topics_changed: Callable[[], bool] | None,
-        outlasted: Callable[[], Unavailable | None] = lambda: None,
+        self, spec: LeaseSpec, groups: list[RunnerGroup], watcher: LeaseWatcher
     ) -> list[RunnerSummary]:
         """Run lease ``spec`` over ``groups`` and return the runners' summaries.
 
-        While it runs, every :data:`TICK_S`: ``reassigned()`` true ends the lease (once),
-        ``outlasted()`` (an outage past ``errorHandling.maxOutage``: the error to end the
-        run with) ends it too and is kept in :attr:`gave_up`, ``tick()`` refreshes the
-        display, and every discovery interval ``topics_changed()`` true ends it. Raises
+        While it runs, every :data:`TICK_S`: ``watcher.reassigned()`` true ends the lease
+        (once), ``watcher.outlasted()`` (an outage past ``errorHandling.maxOutage``: the
+        error to end the run with) ends it too and is kept in :attr:`gave_up`,
+        ``watcher.tick()`` refreshes the display, and every discovery interval
+        ``watcher.topics_changed()`` true ends it. Raises
         :class:`~k2k.errors.ReplicationError` when a runner task failed; returns no
         summaries when the job was cancelled after a stop or an outage."""
         self.gave_up = None
@@ -198,7 +193,7 @@ class LeaseJob:
 
         thread = threading.Thread(target=job, name=job_group, daemon=True)
         thread.start()
-        cancelled = self._watch(thread, job_group, reassigned, tick, topics_changed, outlasted)
+        cancelled = self._watch(thread, job_group, watcher)
         if outcome.error is not None:
             if cancelled or self.gave_up is not None:
                 # Our own cancel after a grace, or a failure while ending for maxOutage (the
@@ -208,35 +203,22 @@ class LeaseJob:
             raise ReplicationError(f"a runner task failed: {spark_error_line(outcome.error)}")
         return list(outcome.result)
 
-    def idle(
-        self,
-        reassigned: Callable[[], bool],
-        tick: Callable[[], None],
-        outlasted: Callable[[], Unavailable | None] = lambda: None,
-    ) -> None:
+    def idle(self, watcher: LeaseWatcher) -> None:
         """No partitions for this member: wait until the next discovery, a stop request,
-        ``reassigned()`` (e.g. a member left), or ``outlasted()`` (kept in :attr:`gave_up`),
-        calling ``tick()`` meanwhile."""
+        ``watcher.reassigned()`` (e.g. a member left), or ``watcher.outlasted()`` (kept in
+        :attr:`gave_up`), calling ``watcher.tick()`` meanwhile."""
         self.gave_up = None
         deadline = time.monotonic() + self.discovery_interval_s
         while not self.stop.is_set() and time.monotonic() < deadline:
             self.stop.wait(TICK_S)
-            tick()
-            if reassigned():
+            watcher.tick()
+            if watcher.reassigned():
                 return
-            self.gave_up = outlasted()
+            self.gave_up = watcher.outlasted()
             if self.gave_up is not None:
                 return
 
-    def _watch(
-        self,
-        thread: threading.Thread,
-        job_group: str,
-        reassigned: Callable[[], bool],
-        tick: Callable[[], None],
-        topics_changed: Callable[[], bool] | None,
-        outlasted: Callable[[], Unavailable | None],
-    ) -> bool:
+    def _watch(self, thread: threading.Thread, job_group: str, watcher: LeaseWatcher) -> bool:
         """Watch the job thread until it ends; returns True when the job was cancelled."""
         next_discovery = time.monotonic() + self.discovery_interval_s
         ending: tuple[float, float] | None = None  # (since, grace) once the lease must end
@@ -245,17 +227,17 @@ class LeaseJob:
             thread.join(TICK_S)
             if not thread.is_alive():
                 break  # the lease is over: nothing to end or cancel
-            if not handing_over and reassigned():
+            if not handing_over and watcher.reassigned():
                 handing_over = True
                 self.control.end_lease()
             try:
-                tick()
+                watcher.tick()
             except K2KError as exc:
                 log.warning("progress display: %s", exc)
             now = time.monotonic()
             if ending is None and self.stop.is_set():
                 ending = (now, STOP_GRACE_S)
-            elif ending is None and (gave_up := outlasted()) is not None:
+            elif ending is None and (gave_up := watcher.outlasted()) is not None:
                 self.gave_up = gave_up
                 log.warning("ending the lease: %s", gave_up)
                 ending = (now, OUTAGE_GRACE_S)
@@ -270,7 +252,7 @@ class LeaseJob:
                     return True
             elif now >= next_discovery:
                 next_discovery = now + self.discovery_interval_s
-                if topics_changed is not None and topics_changed():
+                if watcher.topics_changed():
                     log.info(
                         "source topics changed (new, grown, deleted or created again); starting a new lease"
                     )

@@ -22,11 +22,12 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable, Iterable
+from types import TracebackType
 
 from confluent_kafka import KafkaException
 
 from k2k.config import PipelineConfig
-from k2k.coordination.assignment import transactional_id
+from k2k.coordination.assignment import StandDown, transactional_id
 from k2k.coordination.controltopics import assignment_member
 from k2k.errors import K2KError
 from k2k.pipeline.plan import RunnerGroup, RunnerSummary
@@ -41,7 +42,7 @@ TP = tuple[str, int]
 
 class Membership:
     """Runs on: driver. Joins the assignment topic on creation (heartbeats start) and
-    leaves it on :meth:`close`."""
+    leaves it on :meth:`close`, or at the end of its ``with`` block."""
 
     def __init__(
         self, cfg: PipelineConfig, member: str, standby: bool, assignment_partitions: int
@@ -51,6 +52,7 @@ class Membership:
         self.standby = standby
         #: Set when a newer session of this member name took over: leave nothing behind.
         self.stood_down = False
+        self._fencings_counted = 0
         self.assignment = assignment_member(
             cfg, member, standby=standby, partitions=assignment_partitions
         )
@@ -94,10 +96,11 @@ class Membership:
             for g in groups
         ]
 
-    @property
-    def fencings(self) -> int:
-        """Transactional ids of previous owners this member fenced so far."""
-        return self.assignment.fencings
+    def new_fencings(self) -> int:
+        """Transactional ids of previous owners this member fenced since the last call."""
+        fencings = self.assignment.fencings
+        new, self._fencings_counted = fencings - self._fencings_counted, fencings
+        return new
 
     def changed(self, members: tuple[str, ...], claims: dict[TP, str]) -> bool:
         """Step 3: True when the lease should end: the active members are no longer
@@ -154,6 +157,19 @@ class Membership:
                 done[(t, p)] = claim
         if done:
             self.assignment.release(done)
+
+    def __enter__(self) -> Membership:
+        return self
+
+    def __exit__(
+        self,
+        _type: type[BaseException] | None,
+        exc: BaseException | None,
+        _tb: TracebackType | None,
+    ) -> None:
+        if isinstance(exc, StandDown):
+            self.stood_down = True  # the newer session owns our name
+        self.close()
 
     def close(self) -> None:
         """Leave the group (others take over without waiting), unless we stood down."""

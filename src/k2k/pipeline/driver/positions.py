@@ -100,10 +100,15 @@ class StartPositions:
         return out
 
     def fold(
-        self, lease_id: int, summaries: Iterable[RunnerSummary], stats: PipelineStats
+        self,
+        lease_id: int,
+        summaries: Iterable[RunnerSummary],
+        stats: PipelineStats,
+        committed: dict[TP, int],
     ) -> list[str]:
-        """Take the runners' committed offsets and totals into the positions and ``stats``;
-        logs one line per runner and returns the runners' errors (first one first)."""
+        """Take the runners' committed offsets into the positions and ``committed`` (the
+        planner's view of every member's progress), their totals into ``stats``; logs one
+        line per runner and returns the runners' errors (first one first)."""
         errors = []
         for s in summaries:
             log.info(
@@ -120,7 +125,7 @@ class StartPositions:
                 if o.progress_written:
                     self.starts[tp] = max(self.starts.get(tp, 0), o.committed)
                     self.has_progress.add(tp)
-                stats.committed[tp] = self.starts[tp]
+                committed[tp] = self.starts[tp]
             stats.records += s.records
             stats.bytes += s.bytes
             stats.skipped += s.skipped

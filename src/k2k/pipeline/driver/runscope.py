@@ -1,0 +1,328 @@
+"""What lives for one run of the planner, opened in start-up order and closed on one stack.
+
+Runs on: driver, once per ``k2k start``. :func:`open_run` prepares a run step by step: both
+clusters answer and the control topics exist, the cluster watch starts, MM2 heartbeats and
+checkpoints start, this member joins its commit group, committed progress is read, the
+first discovery runs, metrics start (``-t``), Spark runs and the lease channel listens.
+Each resource goes onto one :class:`contextlib.ExitStack` the moment it opens, so a step
+that fails closes exactly what the steps before it opened.
+
+The stack closes in reverse: the lease channel (no runner frame after the metrics' last
+export), the metrics (their last export counts the error that ended the run), the progress
+store, the membership (other members take over at once: it leaves before Spark stops), the
+checkpoints and heartbeats, the cluster watch, and last the SparkContext the run started
+(the slow step). A newer session of this member's name (``StandDown``) leaves nothing
+behind in the assignment topic.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from k2k.config import PipelineConfig
+from k2k.coordination.assignment import StandDown
+from k2k.coordination.controltopics import ControlTopics, ensure_control_topics
+from k2k.coordination.progress import ProgressStore
+from k2k.kafka.diagnose import diagnosed_on_failure
+from k2k.observability.reachability import ClusterWatch
+from k2k.observability.stats import PipelineStats
+from k2k.pipeline.channel import LeaseControl
+from k2k.pipeline.driver.discovery import Discovery
+from k2k.pipeline.driver.lease import LeaseJob, lease_template, open_channel
+from k2k.pipeline.driver.membership import Membership
+from k2k.pipeline.driver.outage import OutageRider
+from k2k.pipeline.driver.planning import LiveProgress, PlanningState
+from k2k.pipeline.driver.services.aclsync import TopicAclSync
+from k2k.pipeline.driver.services.checkpoints import CheckpointEmitter, ensure_checkpoints_topic
+from k2k.pipeline.driver.services.configsync import TopicConfigSync
+from k2k.pipeline.driver.services.heartbeats import HeartbeatEmitter, ensure_heartbeats_topic
+from k2k.pipeline.plan import LeaseSpec
+from k2k.pipeline.task.mappings import MappingPublisher
+from k2k.schemamapping import check_registries
+from k2k.spark.session import spark_context_running, start_spark, stop_spark
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+
+    from k2k.metrics.replicator import ReplicatorMetrics
+
+__all__ = ["RunOptions", "RunScope", "open_run"]
+
+# The planner's logger: these lines were always the planner's, and operators filter on it.
+log = logging.getLogger("k2k.planner")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOptions:
+    """How the planner runs, beside its config (see :class:`~k2k.pipeline.driver.planner.Planner`)."""
+
+    member: str
+    until_caught_up: bool = False
+    on_tick: Callable[[PipelineStats], None] | None = None
+    #: The caller's SparkContext (kept open at the end); None: join or start one.
+    spark: SparkContext | None = None
+    after_spark_start: Callable[[], None] | None = None
+    standby: bool = False
+    telemetry: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class RunScope:
+    """Runs on: driver. Everything one run uses, all of it open (see :func:`open_run`);
+    ``heartbeats``, ``checkpoints`` and ``metrics`` are None when not enabled."""
+
+    cfg: PipelineConfig
+    options: RunOptions
+    planning: PlanningState
+    discovery: Discovery
+    watch: ClusterWatch
+    outages: OutageRider
+    membership: Membership
+    live: LiveProgress
+    #: Topic config and ACL sync, each when enabled: services beside the copy.
+    syncs: tuple[TopicConfigSync | TopicAclSync, ...]
+    heartbeats: HeartbeatEmitter | None
+    checkpoints: CheckpointEmitter | None
+    metrics: ReplicatorMetrics | None
+    control: LeaseControl
+    job: LeaseJob
+    #: Every field but ``lease_id`` and ``topics`` is the same for all leases.
+    template: LeaseSpec
+
+
+@contextlib.contextmanager
+def open_run(
+    cfg: PipelineConfig,
+    options: RunOptions,
+    planning: PlanningState,
+    stats: PipelineStats,
+    stop: threading.Event,
+) -> Iterator[RunScope]:
+    """Runs on: driver. Prepare one run into ``planning`` and ``stats`` and yield its scope;
+    everything opened is closed when the ``with`` block ends, also on errors."""
+    discovery = Discovery(cfg)
+    syncs = _syncs(cfg, discovery)  # their intervals count from now
+    views = {"source": discovery.source, "target": discovery.target}
+    watch = ClusterWatch(views)
+    with contextlib.ExitStack() as stack:
+        spark = _RunSpark(cfg, options)
+        stack.callback(spark.close)
+        stack.callback(watch.close)
+        control_topics = _connect(cfg, discovery)
+        watch.start()  # both answered: from now on an outage is reported (and when it ends)
+        heartbeats, checkpoints = _start_mm2_services(cfg, discovery, stack)
+        log.info("joining commit group %s", cfg.commit_group)
+        membership = stack.enter_context(
+            Membership(cfg, options.member, options.standby, control_topics.assignment)
+        )
+        membership.join()
+        progress = _load_progress(cfg, planning, stack)
+        _first_discovery(discovery, planning, stats, options.until_caught_up)
+        template = _lease_template(cfg, options.member, control_topics)
+        metrics = None
+        if options.telemetry:
+            metrics = _start_metrics(cfg, options.member, stats, discovery, stack)
+            template = dataclasses.replace(template, telemetry=True)
+        sc = spark.context()
+        control = _open_channel(cfg, sc, metrics, stop, stack)
+        interval_s = cfg.replication.source.discovery_interval.total_seconds()
+        yield RunScope(
+            cfg=cfg,
+            options=options,
+            planning=planning,
+            discovery=discovery,
+            watch=watch,
+            outages=OutageRider(
+                views,
+                _seconds(cfg.error_handling.max_outage),
+                stop,
+                watch.reachability.down_since,
+                describe=watch.reachability.describe,
+            ),
+            membership=membership,
+            live=LiveProgress(planning, stats, discovery.source, progress, options.on_tick),
+            syncs=syncs,
+            heartbeats=heartbeats,
+            checkpoints=checkpoints,
+            metrics=metrics,
+            control=control,
+            job=LeaseJob(sc, cfg.name, control, stop, interval_s),
+            template=dataclasses.replace(template, control=control.address),
+        )
+
+
+def _seconds(duration: timedelta | None) -> float | None:
+    return None if duration is None else duration.total_seconds()
+
+
+def _connect(cfg: PipelineConfig, discovery: Discovery) -> ControlTopics:
+    """Both clusters answer, the control topics exist (and the registries answer, with
+    schema mapping): the partitions of the commit, assignment and mapping topics."""
+    with diagnosed_on_failure(cfg, logging.getLogger("k2k.diagnose")):
+        log.info("connecting to the source at %s", discovery.source.bootstrap)
+        discovery.source.topics()  # reachability first: a bounded, named failure
+        log.info("checking control topics on the target at %s", discovery.target.bootstrap)
+        control_topics = ensure_control_topics(cfg, discovery.target)
+    if cfg.features.schema_mapping:
+        log.info("checking the source and target schema registries")
+        check_registries(cfg)
+    return control_topics
+
+
+def _start_mm2_services(
+    cfg: PipelineConfig, discovery: Discovery, stack: contextlib.ExitStack
+) -> tuple[HeartbeatEmitter | None, CheckpointEmitter | None]:
+    """MM2's heartbeats and checkpoints, when enabled: driver threads of their own."""
+    heartbeats = checkpoints = None
+    if cfg.features.heartbeats:
+        ensure_heartbeats_topic(cfg, discovery.target)
+        heartbeats = HeartbeatEmitter(cfg)
+        stack.callback(heartbeats.close)
+        heartbeats.start()
+    if cfg.features.checkpoints:
+        ensure_checkpoints_topic(cfg, discovery.target)
+        checkpoints = CheckpointEmitter(cfg)
+        stack.callback(checkpoints.close)
+        checkpoints.start()
+    return heartbeats, checkpoints
+
+
+def _syncs(cfg: PipelineConfig, discovery: Discovery) -> tuple[TopicConfigSync | TopicAclSync, ...]:
+    """Topic config and ACL sync, those enabled: checked while a lease runs."""
+    syncs = (
+        TopicConfigSync.of(cfg, discovery.source, discovery.target),
+        TopicAclSync.of(cfg, discovery.source, discovery.target),
+    )
+    return tuple(sync for sync in syncs if sync is not None)
+
+
+def _load_progress(
+    cfg: PipelineConfig, planning: PlanningState, stack: contextlib.ExitStack
+) -> ProgressStore:
+    """This commit group's progress store (on the stack before it reads, so that it is
+    closed also when the read fails), its committed progress read: where each partition
+    starts."""
+    commit = cfg.coordination.commit
+    progress = ProgressStore(
+        cfg.target_client("consumer"),
+        commit.topic,
+        cfg.commit_group,
+        sync_timeout_s=commit.sync_timeout.total_seconds(),
+        on_sync_timeout=cfg.error_handling.on_commit_sync_timeout,
+        on_bad_record=cfg.error_handling.on_control_message_deserialization_error,
+    )
+    stack.callback(progress.close)
+    log.info("reading committed progress from %s", commit.topic)
+    committed = progress.load()
+    planning.positions.load(
+        {tp: rec.offset for tp, rec in committed.items()},
+        {tp: rec.topic_id for tp, rec in committed.items()},
+    )
+    return progress
+
+
+def _first_discovery(
+    discovery: Discovery, planning: PlanningState, stats: PipelineStats, until_caught_up: bool
+) -> None:
+    """The selected topics, their targets and start offsets; ``--until-caught-up``, the
+    ends to reach, captured now."""
+    stats.topics = planning.discover(discovery)
+    log.info("source topics selected: %d", stats.topics)
+    if until_caught_up:
+        planning.ends = discovery.source.offsets(discovery.partitions(), "latest")
+    planning.committed = dict(planning.positions.starts)
+
+
+def _open_channel(
+    cfg: PipelineConfig,
+    sc: SparkContext,
+    metrics: ReplicatorMetrics | None,
+    stop: threading.Event,
+    stack: contextlib.ExitStack,
+) -> LeaseControl:
+    """The lease channel, listening; runner frames go to ``metrics``. A stop requested
+    meanwhile ends the first lease at once."""
+    control = open_channel(sc, cfg.spark.control_host, cfg.spark.control_port)
+    stack.callback(control.close)
+    if metrics is not None:
+        control.on_frame = metrics.on_frame
+    if stop.is_set():
+        control.end_lease()
+    return control
+
+
+def _lease_template(cfg: PipelineConfig, member: str, control_topics: ControlTopics) -> LeaseSpec:
+    """What every lease's spec shares, offset mappings' publisher included."""
+    template = lease_template(
+        cfg,
+        commit_partitions=control_topics.commit,
+        assignment_partitions=control_topics.assignment,
+        member=member,
+    )
+    if control_topics.mappings:
+        publisher = MappingPublisher(cfg.name, cfg.offset_mapping.topic, control_topics.mappings)
+        template = dataclasses.replace(template, observer=publisher)
+    return template
+
+
+def _start_metrics(
+    cfg: PipelineConfig,
+    member: str,
+    stats: PipelineStats,
+    discovery: Discovery,
+    stack: contextlib.ExitStack,
+) -> ReplicatorMetrics:
+    """With ``-t``: the replicator's metrics, counting source records lost to a deleted
+    topic; the error that ends the run is counted before their last export."""
+    from k2k.metrics.replicator import replicator_metrics  # OpenTelemetry only with -t
+
+    metrics = replicator_metrics(cfg, member, stats, discovery.target)
+
+    def last_export(_type: object, exc: BaseException | None, _tb: object) -> None:
+        if isinstance(exc, Exception) and not isinstance(exc, StandDown):
+            metrics.failed(exc)
+        metrics.close()
+
+    stack.push(last_export)
+    discovery.on_records_lost = lambda t, p, n: metrics.lost(t, p, n, "deleted-topic")
+    return metrics
+
+
+class _RunSpark:
+    """The SparkContext leases run on: the caller's, or the one this process runs already,
+    or one started here, the only kind the run stops. On the stack before anything else,
+    so it stops last."""
+
+    def __init__(self, cfg: PipelineConfig, options: RunOptions) -> None:
+        self.cfg = cfg
+        self.given = options.spark
+        self.after_start = options.after_spark_start
+        self._started: SparkContext | None = None
+
+    def context(self) -> SparkContext:
+        if self.given is not None:
+            return self.given
+        cfg = self.cfg
+        log.info("starting Spark")
+        owned = not spark_context_running()  # else the embedding program's
+        sc = start_spark(f"k2k:{cfg.name}", cfg.spark.master, dict(cfg.spark.conf))
+        if owned:
+            self._started = sc
+        # The real master: spark-submit's, when it launched k2k (see start_spark).
+        log.info("Spark started (master %s)", sc.master)
+        if self.after_start is not None:
+            self.after_start()  # e.g. take SIGINT back from PySpark's own handler
+        return sc
+
+    def close(self) -> None:
+        if self._started is not None:
+            # Best effort on the way out: must not hide the error that ended the run.
+            with contextlib.suppress(Exception):
+                stop_spark(self._started)
+            self._started = None

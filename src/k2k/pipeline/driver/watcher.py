@@ -1,0 +1,90 @@
+"""What the lease job asks the planner while a lease runs, or while this member waits idle.
+
+Runs on: driver, every :data:`~k2k.pipeline.driver.lease.TICK_S` of a lease or an idle wait
+(:class:`~k2k.pipeline.driver.lease.LeaseJob`). The job decides *when* to end a lease, the
+watcher *whether*: :class:`LeaseWatcher` is the contract, :class:`LeaseWatch` the running
+lease's answers and :class:`IdleWatch` those of a member with no partitions of its own.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from k2k.errors import Unavailable
+    from k2k.pipeline.driver.runscope import RunScope
+    from k2k.pipeline.plan import PartitionRange
+
+__all__ = ["IdleWatch", "LeaseWatch", "LeaseWatcher"]
+
+TP = tuple[str, int]
+
+
+class LeaseWatcher(Protocol):
+    """The planner's side of a running lease, asked by the lease job."""
+
+    def reassigned(self) -> bool:
+        """True ends the lease (the job asks until it is true once): the members changed,
+        or another member claimed a partition of it."""
+        ...
+
+    def tick(self) -> None:
+        """Refresh the planner's view and the display."""
+        ...
+
+    def topics_changed(self) -> bool:
+        """Every discovery interval while a lease runs: True ends it (new topics or
+        partitions take effect at the next lease)."""
+        ...
+
+    def outlasted(self) -> Unavailable | None:
+        """The error to end the run with once an outage outlasted ``errorHandling.maxOutage``;
+        None until then."""
+        ...
+
+
+class LeaseWatch:
+    """Runs on: driver. The watcher of one running lease: planned for ``members``, holding
+    ``claims``; it follows topic changes unless the run is ``--until-caught-up``."""
+
+    def __init__(self, scope: RunScope, members: tuple[str, ...], claims: dict[TP, str]) -> None:
+        self.scope = scope
+        self.members = members
+        self.claims = claims
+
+    def reassigned(self) -> bool:
+        return self.scope.membership.changed(self.members, self.claims)
+
+    def tick(self) -> None:
+        self.scope.live.tick()
+
+    def topics_changed(self) -> bool:
+        """Syncs topic configs and ACLs when due (they need no new lease); True when the
+        source topics changed. Never with ``--until-caught-up``: its topics are fixed."""
+        scope = self.scope
+        if scope.options.until_caught_up:
+            return False
+        for sync in scope.syncs:
+            sync.maybe_sync(scope.discovery.routes())
+        return scope.discovery.topics_changed()
+
+    def outlasted(self) -> Unavailable | None:
+        return self.scope.outages.outlasted()
+
+
+class IdleWatch(LeaseWatch):
+    """Runs on: driver. The watcher of a member whose share is empty while ``others`` (the
+    ranges of the other members) are copied: it plans again when the members change or,
+    ``--until-caught-up``, once the others' partitions reached their ends."""
+
+    def __init__(
+        self, scope: RunScope, members: tuple[str, ...], others: list[PartitionRange]
+    ) -> None:
+        super().__init__(scope, members, {})
+        self.others = others
+
+    def reassigned(self) -> bool:
+        scope = self.scope
+        if scope.membership.changed(self.members, {}):
+            return True
+        return scope.options.until_caught_up and not scope.planning.left_to_others(self.others)
