@@ -28,10 +28,14 @@ import socketserver
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from k2k.errors import ConfigError
 
-__all__ = ["LeaseControl", "StopSignal"]
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+
+__all__ = ["LeaseControl", "StopSignal", "open_channel"]
 
 _POLL_INTERVAL_S = 0.25
 #: How often a runner sends its metrics frame.
@@ -201,3 +205,16 @@ class StopSignal:
         if answer.startswith(b"stop"):
             return "stop"
         return "rejected" if answer.startswith(b"foreign") else "silent"
+
+
+def open_channel(sc: SparkContext, host: str | None, port: int | None) -> LeaseControl:
+    """Runs on: driver, once per start. The lease channel's endpoint, where runners reach
+    it, decided by the session's real master (``sc.master``, whoever chose it): loopback
+    for a local master, else every interface, advertised as ``host`` (default
+    ``spark.driver.host``). ``port`` None: any free port."""
+    from k2k.spark.session import is_local  # driver only: tasks import this module too
+
+    if is_local(sc.master or ""):
+        return LeaseControl(host or "127.0.0.1", port=port or 0)
+    advertised = host or sc.getConf().get("spark.driver.host") or socket.gethostname()
+    return LeaseControl(advertised, bind_host="0.0.0.0", port=port or 0)

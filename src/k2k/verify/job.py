@@ -486,7 +486,7 @@ def _run_until_sure(
     """Runs on: driver. The job, then again for the slices that doubted (merged with the
     slice before each, see :func:`~k2k.verify.slicing.merge_doubtful`) until none does;
     one merged result per partition."""
-    from k2k.pipeline.driver.lease import open_channel
+    from k2k.pipeline.channel import open_channel
 
     watch = VerifyProgress(tasks)
     control = open_channel(sc, cfg.spark.control_host, cfg.spark.control_port)

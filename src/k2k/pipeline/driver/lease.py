@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import socket
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -42,14 +41,14 @@ from k2k.pipeline.plan import (
     RunnerSummary,
 )
 from k2k.pipeline.task.runner import run_groups
-from k2k.spark.session import is_local, spark_error_line
+from k2k.spark.session import spark_error_line
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
 
     from k2k.pipeline.driver.watcher import LeaseWatcher
 
-__all__ = ["OUTAGE_GRACE_S", "STOP_GRACE_S", "TICK_S", "LeaseJob", "lease_template", "open_channel"]
+__all__ = ["OUTAGE_GRACE_S", "STOP_GRACE_S", "TICK_S", "LeaseJob", "lease_template"]
 
 # The planner's logger: these lines were always the planner's, and operators filter on it.
 log = logging.getLogger("k2k.planner")
@@ -124,17 +123,6 @@ def _commit_spec(cfg: PipelineConfig, target_producer: dict[str, str]) -> Commit
             target_producer if exactly_once else cfg.target_client("producer")
         ),
     )
-
-
-def open_channel(sc: SparkContext, host: str | None, port: int | None) -> LeaseControl:
-    """Runs on: driver, once per start. The lease channel's endpoint, where runners reach
-    it, decided by the session's real master (``sc.master``, whoever chose it): loopback
-    for a local master, else every interface, advertised as ``host`` (default
-    ``spark.driver.host``). ``port`` None: any free port."""
-    if is_local(sc.master or ""):
-        return LeaseControl(host or "127.0.0.1", port=port or 0)
-    advertised = host or sc.getConf().get("spark.driver.host") or socket.gethostname()
-    return LeaseControl(advertised, bind_host="0.0.0.0", port=port or 0)
 
 
 @dataclasses.dataclass

@@ -32,9 +32,9 @@ from k2k.coordination.progress import ProgressStore
 from k2k.kafka.diagnose import diagnosed_on_failure
 from k2k.observability.reachability import ClusterWatch
 from k2k.observability.stats import PipelineStats
-from k2k.pipeline.channel import LeaseControl
+from k2k.pipeline.channel import LeaseControl, open_channel
 from k2k.pipeline.driver.discovery import Discovery
-from k2k.pipeline.driver.lease import LeaseJob, lease_template, open_channel
+from k2k.pipeline.driver.lease import LeaseJob, lease_template
 from k2k.pipeline.driver.membership import Membership
 from k2k.pipeline.driver.outage import OutageRider
 from k2k.pipeline.driver.planning import LiveProgress, PlanningState
