@@ -210,6 +210,17 @@ VERIFY_TASK_MODULES = ["verify/task.py", "verify/align.py", "verify/schemas.py"]
 VERIFY_DRIVER_ONLY = ("k2k.verify.job", "k2k.verify.slicing", "k2k.config", "k2k.pipeline.driver")
 
 
+def test_verify_uses_the_pipeline_only_through_its_boundary():
+    """``k2k verify`` runs its own Spark job; it shares the lease channel, not the planner."""
+    wrong = {
+        f"{path.relative_to(SRC)} imports {name}"
+        for path in _files("verify")
+        for name in _imports_of(path)
+        if name.startswith("k2k.pipeline.") and name != "k2k.pipeline.channel"
+    }
+    assert not wrong, sorted(wrong)
+
+
 @pytest.mark.parametrize("module", VERIFY_TASK_MODULES)
 def test_a_verify_task_module_never_imports_the_driver(module):
     wrong = {n for n in _imports_of(SRC / module) if n.startswith(VERIFY_DRIVER_ONLY)}
