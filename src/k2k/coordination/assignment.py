@@ -96,7 +96,11 @@ LEAVE_WAIT_S = 5.0
 
 
 class StandDown(K2KError):
-    """This process must stop: a newer session of the same member name took over."""
+    """This process must stop: a newer session of the same member name took over.
+
+    Not internal: the run ends with it, so the command line prints it (exit 1); the
+    planner and ``k2k offsets`` only note on the way out that the name is no longer theirs.
+    """
 
 
 def default_member_name() -> str:

@@ -65,12 +65,16 @@ _READ: dict[Facet, Callable[[Message], bytes | None]] = {"key": Message.key, "va
 
 
 class _NameError(RegistryFailure):
-    """The schema has no record name a record-name strategy could use."""
+    """The schema has no record name a record-name strategy could use.
+
+    Internal: raised again as a SchemaMappingError naming the record."""
 
 
 class _TooDeep(RegistryFailure):
     """References nest deeper than :data:`_MAX_REFERENCE_DEPTH` (a cycle, most likely); not
-    prefixed with every reference on the way, which would make a line of dozens."""
+    prefixed with every reference on the way, which would make a line of dozens.
+
+    Internal: raised again as a SchemaMappingError naming the record."""
 
 
 def record_name(schema: SchemaRecord) -> str:
