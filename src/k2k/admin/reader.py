@@ -31,6 +31,7 @@ from k2k.coordination.assignment import AssignmentView
 from k2k.coordination.progress import ProgressStore
 from k2k.errors import ClusterError
 from k2k.formats import MemberRecord, OwnerRecord, ProgressRecord, read_assignment
+from k2k.kafka import TP
 from k2k.kafka.admin import ClusterView, TopicInfo
 from k2k.kafka.factory import build_consumer
 from k2k.kafka.faults import cluster_error
@@ -38,7 +39,6 @@ from k2k.kafka.peek import first_records, peek_settings
 from k2k.kafka.tail import SyncTimeout, TopicTail
 
 __all__ = [
-    "TP",
     "AssignmentState",
     "MemberState",
     "PipelineReader",
@@ -47,7 +47,6 @@ __all__ = [
 
 log = logging.getLogger("k2k.admin")
 
-TP = tuple[str, int]
 #: The member name no heartbeat is ever read for: the observer's view of the group.
 _OBSERVER = ""
 

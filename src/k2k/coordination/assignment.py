@@ -57,6 +57,7 @@ from k2k.formats import (
     ReleaseRecord,
     read_assignment,
 )
+from k2k.kafka import TP
 from k2k.kafka.factory import build_producer, ready
 from k2k.kafka.faults import describe, failure_kind, kafka_error_of
 from k2k.kafka.murmur2 import murmur2_partition
@@ -75,7 +76,6 @@ __all__ = [
 
 log = logging.getLogger("k2k.assignment")
 
-TP = tuple[str, int]
 Policy = Literal["fail", "ignore"]
 #: A previous claim a claimant must deal with: (partition, claim id).
 PreviousClaim = tuple[TP, str]

@@ -16,6 +16,7 @@ from confluent_kafka import Message
 
 from k2k.errors import Unavailable
 from k2k.formats import OwnerRecord, read_assignment
+from k2k.kafka import TP
 from k2k.kafka.murmur2 import murmur2_partition
 from k2k.kafka.tail import SyncTimeout, TopicTail
 
@@ -23,7 +24,6 @@ __all__ = ["NOBODY", "lost_claims", "lost_of"]
 
 log = logging.getLogger("k2k.claims")
 
-TP = tuple[str, int]
 Policy = Literal["fail", "ignore"]
 
 #: The owner named for a lost partition when no claim on it was read at all.

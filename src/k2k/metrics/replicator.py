@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from k2k.config import PipelineConfig
+from k2k.kafka import TP
 from k2k.kafka.admin import ClusterView
 from k2k.metrics.frames import (
     COMMIT_BOUNDS_S,
@@ -34,8 +35,6 @@ if TYPE_CHECKING:
     from k2k.pipeline.plan import RunnerSummary
 
 __all__ = ["ReplicatorMetrics", "replicator_histograms", "replicator_metrics"]
-
-TP = tuple[str, int]
 
 
 def replicator_histograms(prefix: str) -> list[HistogramBounds]:

@@ -18,14 +18,13 @@ from k2k.errors import K2KError
 
 if TYPE_CHECKING:
     from k2k.coordination.progress import ProgressStore
+    from k2k.kafka import TP
     from k2k.kafka.admin import ClusterView
 
 __all__ = ["LiveStats", "PipelineStats"]
 
 # The planner's logger: these lines were always the planner's, and operators filter on it.
 log = logging.getLogger("k2k.planner")
-
-TP = tuple[str, int]
 
 #: How often the source's latest offsets are re-read for the live lag (continuous mode).
 _LAG_REFRESH_S = 2.0

@@ -26,9 +26,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from k2k.admin.reader import TP, PipelineReader
+from k2k.admin.reader import PipelineReader
 from k2k.config import PipelineConfig
 from k2k.errors import ClusterError, ConfigError, K2KError
+from k2k.kafka import TP
 from k2k.kafka.admin import TopicInfo
 from k2k.kafka.factory import CONSUMER_DEFAULTS
 from k2k.kafka.peek import reader_settings

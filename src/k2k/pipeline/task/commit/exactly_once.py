@@ -19,6 +19,7 @@ from confluent_kafka import KafkaException, Producer
 
 from k2k.coordination.assignment import producer_ids
 from k2k.errors import ReplicationError
+from k2k.kafka import TP
 from k2k.kafka.factory import build_producer
 from k2k.kafka.faults import (
     Outcome,
@@ -31,7 +32,7 @@ from k2k.kafka.faults import (
 from k2k.kafka.produce import produce_when_room
 from k2k.pipeline.plan import LeaseSpec
 from k2k.pipeline.task.commit import BatchRecord, DeliveryCallback
-from k2k.pipeline.task.commit.ledger import TP, Positions, ProgressLedger, Written
+from k2k.pipeline.task.commit.ledger import Positions, ProgressLedger, Written
 from k2k.pipeline.task.commit.transactions import TransactionPair
 from k2k.pipeline.task.faults import RunnerFaults
 
