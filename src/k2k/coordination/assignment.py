@@ -45,7 +45,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
@@ -63,6 +63,9 @@ from k2k.kafka.faults import describe, failure_kind, kafka_error_of
 from k2k.kafka.murmur2 import murmur2_partition
 from k2k.kafka.tail import SyncTimeout, TopicTail
 
+if TYPE_CHECKING:
+    from k2k.config.base import Policy
+
 __all__ = [
     "TOOL_MEMBER",
     "Assignment",
@@ -76,7 +79,6 @@ __all__ = [
 
 log = logging.getLogger("k2k.assignment")
 
-Policy = Literal["fail", "ignore"]
 #: A previous claim a claimant must deal with: (partition, claim id).
 PreviousClaim = tuple[TP, str]
 #: What a claimant does about a previous claim: nothing more (a release settled it), fence

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Literal
+from typing import TYPE_CHECKING
 
 from confluent_kafka import Message
 
@@ -20,11 +20,12 @@ from k2k.kafka import TP
 from k2k.kafka.murmur2 import murmur2_partition
 from k2k.kafka.tail import SyncTimeout, TopicTail
 
+if TYPE_CHECKING:
+    from k2k.config.base import Policy
+
 __all__ = ["NOBODY", "lost_claims", "lost_of"]
 
 log = logging.getLogger("k2k.claims")
-
-Policy = Literal["fail", "ignore"]
 
 #: The owner named for a lost partition when no claim on it was read at all.
 NOBODY = "nobody"
