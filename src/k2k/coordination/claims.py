@@ -18,7 +18,7 @@ from k2k.errors import Unavailable
 from k2k.formats import OwnerRecord, read_assignment
 from k2k.kafka import TP
 from k2k.kafka.murmur2 import murmur2_partition
-from k2k.kafka.tail import SyncTimeout, TopicTail
+from k2k.kafka.tail import read_to_end
 
 if TYPE_CHECKING:
     from k2k.config.base import Policy
@@ -68,20 +68,17 @@ def lost_claims(
         if read is not None and isinstance(read[1], OwnerRecord):
             newest[tp] = read[1]
 
-    tail = TopicTail(
+    read_to_end(
         consumer_conf,
         topic,
         {murmur2_partition(k, partitions) for k in keys},
+        take,
         group_id=reader_group_id or f"k2k.{group}.runner",
         timeout_s=sync_timeout_s,
+        setting="coordination.assignment.topic",
         untransacted=True,
+        error=Unavailable,
     )
-    try:
-        tail.catch_up(take)
-    except SyncTimeout as exc:
-        raise Unavailable(f"{exc} (coordination.assignment.topic)") from None
-    finally:
-        tail.close()
     return lost_of(mine, newest)
 
 
