@@ -2,7 +2,7 @@
 
 Every error k2k raises on purpose derives from :class:`K2KError`; the CLI catches that root,
 prints one line and exits non-zero (see ``k2k.cli``). Anything else reaching the CLI is a bug.
-The classes defined elsewhere live beside the only code that raises them (module in
+The classes defined elsewhere live beside the code that raises them (module in
 brackets). Those marked *internal* are signals between parts of k2k: something inside k2k
 catches each one, so the command line never shows it as itself.
 
@@ -32,7 +32,7 @@ catches each one, so the command line never shows it as itself.
     ├── DriverGone                internal [pipeline.task.faults] the lease's driver stopped
     │                             answering: the runner commits nothing and ends
     └── RegistryFailure           internal [schemamapping.registry] a registry call failed for
-        │                         good: raised again as SchemaMappingError naming the record
+        │                         good: raised again as an error carrying its message
         ├── RegistryUnavailable   internal [schemamapping.registry] no URL answered in time
         ├── RegistryRefused       internal [schemamapping.registry] an error retrying cannot fix
         ├── _Retry                internal [schemamapping.registry] one attempt failed

@@ -52,7 +52,7 @@ class DriverGone(K2KError):
     (k2k.pipeline.channel): a restarted run may be copying the same partitions, so this
     runner writes and commits nothing more.
 
-    Internal: the runner catches it and returns it in its summary, which no driver reads."""
+    Internal: the runner catches it and returns it in its summary; no command prints it."""
 
 
 class RunnerFaults:
