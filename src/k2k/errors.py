@@ -2,20 +2,43 @@
 
 Every error k2k raises on purpose derives from :class:`K2KError`; the CLI catches that root,
 prints one line and exits non-zero (see ``k2k.cli``). Anything else reaching the CLI is a bug.
+The classes defined elsewhere live beside the code that raises them (module in
+brackets). Those marked *internal* are signals between parts of k2k: something inside k2k
+catches each one, so the command line never shows it as itself.
 
 ::
 
     K2KError
-    ├── ConfigError            the pipeline file or a flag is wrong (user fixes the input)
-    ├── ClusterError           a cluster cannot be reached or refuses us (operator action)
-    │   ├── TopicError         a topic is missing or misconfigured on a cluster
-    │   └── Unavailable        a cluster did not answer in time: transient, waited out
-    ├── ReplicationError       a record or batch could not be replicated (carries a locator)
-    │   └── SchemaMappingError a record's schema id could not be mapped to the target registry
-    ├── ControlRecordError     a control-topic record cannot be decoded
-    ├── VerifyMismatch         ``k2k verify`` found the target differing from the source
-    ├── LocalClusterError      the embedded Kafka installation or brokers misbehave
-    └── PackageError           ``k2k package`` cannot build the executors' environment
+    ├── ConfigError               the pipeline file or a flag is wrong (user fixes the input)
+    │   └── OffsetInputError      [admin.offsets] a flag of ``k2k offsets`` names a bad place
+    ├── ClusterError              a cluster cannot be reached or refuses us (operator action)
+    │   ├── TopicError            a topic is missing or misconfigured on a cluster
+    │   ├── Unavailable           a cluster did not answer in time: transient, waited out
+    │   ├── SyncTimeout           [kafka.tail] a control topic was not read to its end in time
+    │   └── GroupError            [kafka.groups] an offsets request for one group failed
+    ├── ReplicationError          a record or batch could not be replicated (carries a locator)
+    │   └── SchemaMappingError    a record's schema id could not be mapped to the target registry
+    ├── ControlRecordError        a control-topic record cannot be decoded
+    ├── VerifyMismatch            ``k2k verify`` found the target differing from the source
+    ├── OffsetMappingError        the Offset Mapping app met a case its policy says to fail on
+    ├── StandDown                 [coordination.assignment] a newer session took our member name
+    ├── MembersAlive              [admin.offsets] refused: members of the pipeline are alive
+    ├── JoinedDuringWrite         [admin.offsets] written, but a member came alive meanwhile
+    ├── NotConfirmed              [admin.offsets] the plan was not confirmed: nothing written
+    ├── LocalClusterError         the embedded Kafka installation or brokers misbehave
+    ├── PackageError              ``k2k package`` cannot build the executors' environment
+    ├── Fenced                    internal [pipeline.task.faults] another owner took the
+    │                             runner's partitions: its summary says so, the planner re-plans
+    ├── DriverGone                internal [pipeline.task.faults] the lease's driver stopped
+    │                             answering: the runner commits nothing and ends
+    └── RegistryFailure           internal [schemamapping.registry] a registry call failed for
+        │                         good: raised again as an error carrying its message
+        ├── RegistryUnavailable   internal [schemamapping.registry] no URL answered in time
+        ├── RegistryRefused       internal [schemamapping.registry] an error retrying cannot fix
+        ├── _Retry                internal [schemamapping.registry] one attempt failed
+        │   └── _TlsRefused       internal [schemamapping.registry] a TLS handshake failed
+        ├── _NameError            internal [schemamapping.mapper] no record name for a strategy
+        └── _TooDeep              internal [schemamapping.mapper] references nest too deep
 """
 
 from __future__ import annotations

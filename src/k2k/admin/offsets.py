@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from k2k.admin.reader import TP, PipelineReader, now_ms
+from k2k.admin.reader import PipelineReader, now_ms
 from k2k.admin.table import iso, table
 from k2k.config import PipelineConfig
 from k2k.coordination.assignment import (
@@ -53,6 +53,7 @@ from k2k.coordination.claims import lost_claims
 from k2k.coordination.controltopics import assignment_member, ensure_control_topics
 from k2k.errors import ClusterError, ConfigError, K2KError
 from k2k.formats import MemberRecord, ProgressRecord
+from k2k.kafka import TP
 from k2k.kafka.admin import ClusterView
 from k2k.kafka.factory import build_producer, producer_settings, ready
 from k2k.kafka.faults import abort_transaction, kafka_error_of

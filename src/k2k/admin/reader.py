@@ -29,16 +29,15 @@ from confluent_kafka.admin import OffsetSpec
 from k2k.config import PipelineConfig
 from k2k.coordination.assignment import AssignmentView
 from k2k.coordination.progress import ProgressStore
-from k2k.errors import ClusterError
 from k2k.formats import MemberRecord, OwnerRecord, ProgressRecord, read_assignment
+from k2k.kafka import TP
 from k2k.kafka.admin import ClusterView, TopicInfo
 from k2k.kafka.factory import build_consumer
 from k2k.kafka.faults import cluster_error
 from k2k.kafka.peek import first_records, peek_settings
-from k2k.kafka.tail import SyncTimeout, TopicTail
+from k2k.kafka.tail import read_to_end
 
 __all__ = [
-    "TP",
     "AssignmentState",
     "MemberState",
     "PipelineReader",
@@ -47,7 +46,6 @@ __all__ = [
 
 log = logging.getLogger("k2k.admin")
 
-TP = tuple[str, int]
 #: The member name no heartbeat is ever read for: the observer's view of the group.
 _OBSERVER = ""
 
@@ -188,20 +186,16 @@ class PipelineReader:
             if read is not None and read[1] is not None:
                 view.apply(read[1], m.timestamp()[1])
 
-        tail = TopicTail(
+        read_to_end(
             cfg.target_client("consumer"),
             topic,
             range(info.partitions),
+            take,
             group_id=f"k2k.{cfg.commit_group}.assignment-reader",
             timeout_s=self.sync_timeout_s,
+            setting="coordination.assignment.topic",
             untransacted=True,
         )
-        try:
-            tail.catch_up(take)
-        except SyncTimeout as exc:
-            raise ClusterError(f"{exc} (coordination.assignment.topic)") from None
-        finally:
-            tail.close()
         return AssignmentState(view, newest)
 
     # -- source offsets and records ------------------------------------------------------

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from k2k.admin.reader import (
-    TP,
     AssignmentState,
     MemberState,
     PipelineReader,
@@ -22,6 +21,7 @@ from k2k.admin.reader import (
 from k2k.admin.table import ago, table
 from k2k.config import PipelineConfig
 from k2k.formats import ProgressRecord
+from k2k.kafka import TP
 
 __all__ = ["PartitionStatus", "PipelineStatus", "read_status"]
 

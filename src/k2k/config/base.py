@@ -17,6 +17,8 @@ from k2k.config.hints import FieldDoc
 
 __all__ = ["K2KModel", "Policy", "one_spelling", "raise_problems"]
 
+#: What to do with a control record that cannot be read, or a sync that times out: the one
+#: spelling, which coordination and the lease spec import for their annotations.
 Policy = Annotated[Literal["fail", "ignore"], FieldDoc("fail | ignore", "one of: fail, ignore")]
 
 

@@ -8,7 +8,6 @@ MM2's ``RemoteClusterUtils.translateOffsets`` fail over unchanged (docs/mm2.md#c
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 from typing import Annotated, Any
 
@@ -18,6 +17,7 @@ from k2k.config.base import K2KModel
 from k2k.config.errors import describe
 from k2k.config.fields import Duration, regex_or_names
 from k2k.config.hints import FieldDoc
+from k2k.stages.selection import NameSelection
 
 __all__ = ["GROUPS_EXPECTED", "Checkpoints", "checkpoints_topic", "group_selection"]
 
@@ -37,12 +37,6 @@ def _group_name_problem(name: Any) -> str | None:
 def group_selection(value: Any) -> str | list[str]:
     """A group selection's value: a valid regex string, or a non-empty list of group names."""
     return regex_or_names(value, GROUPS_EXPECTED, _group_name_problem)
-
-
-def _matches(selection: str | list[str], name: str) -> bool:
-    if isinstance(selection, str):
-        return re.fullmatch(selection, name) is not None
-    return name in selection
 
 
 def checkpoints_topic(source_alias: str, separator: str) -> str:
@@ -99,6 +93,6 @@ class Checkpoints(K2KModel):
         >>> c.selects("orders-app"), c.selects("console-consumer-42"), c.selects("__k2k")
         (True, False, False)
         """
-        if self.groups_exclude is not None and _matches(self.groups_exclude, group):
+        if self.groups_exclude is not None and NameSelection(self.groups_exclude).match(group):
             return False
-        return _matches(self.groups, group)
+        return NameSelection(self.groups).match(group)

@@ -17,7 +17,6 @@ replicator-only keys before validation (:func:`app_keys_only`).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Annotated, Any
@@ -37,6 +36,7 @@ from k2k.config.mapping import OffsetMappingSettings
 from k2k.config.metrics import AppMetricPrefixes, AppMetrics, MetricsKafka
 from k2k.config.model import NAME_DOC, NAME_PATTERN, PipelineConfig
 from k2k.config.topics import TopicCreation
+from k2k.stages.selection import NameSelection
 
 __all__ = [
     "AppConfiguration",
@@ -119,9 +119,7 @@ class Groups(K2KModel):
 
     def selects(self, name: str) -> bool:
         """True when group ``name`` is translated (the whole name matches, or is listed)."""
-        if isinstance(self.consumer_groups, str):
-            return re.fullmatch(self.consumer_groups, name) is not None
-        return name in self.consumer_groups
+        return NameSelection(self.consumer_groups).match(name)
 
 
 class AppConfiguration(K2KModel):

@@ -45,7 +45,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
@@ -57,10 +57,14 @@ from k2k.formats import (
     ReleaseRecord,
     read_assignment,
 )
+from k2k.kafka import TP
 from k2k.kafka.factory import build_producer, ready
 from k2k.kafka.faults import describe, failure_kind, kafka_error_of
 from k2k.kafka.murmur2 import murmur2_partition
 from k2k.kafka.tail import SyncTimeout, TopicTail
+
+if TYPE_CHECKING:
+    from k2k.config.base import Policy
 
 __all__ = [
     "TOOL_MEMBER",
@@ -75,8 +79,6 @@ __all__ = [
 
 log = logging.getLogger("k2k.assignment")
 
-TP = tuple[str, int]
-Policy = Literal["fail", "ignore"]
 #: A previous claim a claimant must deal with: (partition, claim id).
 PreviousClaim = tuple[TP, str]
 #: What a claimant does about a previous claim: nothing more (a release settled it), fence
@@ -96,7 +98,11 @@ LEAVE_WAIT_S = 5.0
 
 
 class StandDown(K2KError):
-    """This process must stop: a newer session of the same member name took over."""
+    """This process must stop: a newer session of the same member name took over.
+
+    Not internal: the run ends with it, so the command line prints it (exit 1); the
+    planner and ``k2k offsets`` only note on the way out that the name is no longer theirs.
+    """
 
 
 def default_member_name() -> str:

@@ -10,21 +10,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Literal
+from typing import TYPE_CHECKING
 
 from confluent_kafka import Message
 
 from k2k.errors import Unavailable
 from k2k.formats import OwnerRecord, read_assignment
+from k2k.kafka import TP
 from k2k.kafka.murmur2 import murmur2_partition
-from k2k.kafka.tail import SyncTimeout, TopicTail
+from k2k.kafka.tail import read_to_end
+
+if TYPE_CHECKING:
+    from k2k.config.base import Policy
 
 __all__ = ["NOBODY", "lost_claims", "lost_of"]
 
 log = logging.getLogger("k2k.claims")
-
-TP = tuple[str, int]
-Policy = Literal["fail", "ignore"]
 
 #: The owner named for a lost partition when no claim on it was read at all.
 NOBODY = "nobody"
@@ -67,20 +68,17 @@ def lost_claims(
         if read is not None and isinstance(read[1], OwnerRecord):
             newest[tp] = read[1]
 
-    tail = TopicTail(
+    read_to_end(
         consumer_conf,
         topic,
         {murmur2_partition(k, partitions) for k in keys},
+        take,
         group_id=reader_group_id or f"k2k.{group}.runner",
         timeout_s=sync_timeout_s,
+        setting="coordination.assignment.topic",
         untransacted=True,
+        error=Unavailable,
     )
-    try:
-        tail.catch_up(take)
-    except SyncTimeout as exc:
-        raise Unavailable(f"{exc} (coordination.assignment.topic)") from None
-    finally:
-        tail.close()
     return lost_of(mine, newest)
 
 

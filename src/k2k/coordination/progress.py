@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Literal
+from typing import TYPE_CHECKING
 
 from confluent_kafka import Message
 
@@ -23,11 +23,12 @@ from k2k.formats import ProgressKey, ProgressRecord, unreadable
 from k2k.formats.codec import locator
 from k2k.kafka.tail import SyncTimeout, TopicTail
 
+if TYPE_CHECKING:
+    from k2k.config.base import Policy
+
 __all__ = ["ProgressStore"]
 
 log = logging.getLogger("k2k.progress")
-
-Policy = Literal["fail", "ignore"]
 
 
 class ProgressStore:

@@ -34,7 +34,7 @@ from confluent_kafka.admin import AclOperation, AdminClient, ClusterMetadata, Ne
 
 from k2k.errors import ClusterError
 from k2k.kafka.factory import build_admin
-from k2k.kafka.faults import describe
+from k2k.kafka.faults import AUTH_FAILURES, describe
 from k2k.kafka.probe import (
     Failure,
     kafka_answers,
@@ -61,7 +61,6 @@ __all__ = [
     "summary",
 ]
 
-_AUTH_FAILURES = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED})
 _SOURCE_OPS = frozenset({AclOperation.DESCRIBE, AclOperation.READ})
 _CONTROL_OPS = frozenset({AclOperation.DESCRIBE, AclOperation.READ, AclOperation.WRITE})
 _TARGET_OPS = frozenset({AclOperation.DESCRIBE, AclOperation.WRITE})
@@ -235,7 +234,7 @@ class _Run:
         self.admin, metadata, error = _metadata(
             {**self.conf, "bootstrap.servers": servers}, self.timeout_s
         )
-        if sasl and error is not None and error.code() in _AUTH_FAILURES:
+        if sasl and error is not None and error.code() in AUTH_FAILURES:
             return self._record(
                 "SASL authentication",
                 error.str(),
@@ -299,7 +298,7 @@ def _metadata(
         except KafkaException as exc:
             last = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else last
         admin.poll(0)  # serves error_cb: the cause of a failed connection is only said there
-        if any(e.code() in _AUTH_FAILURES or e.code() == KafkaError._SSL for e in errors):
+        if any(e.code() in AUTH_FAILURES or e.code() == KafkaError._SSL for e in errors):
             break
     causes = [e for e in errors if e.code() != KafkaError._ALL_BROKERS_DOWN]
     return admin, None, (causes[-1] if causes else last)

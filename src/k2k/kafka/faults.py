@@ -38,6 +38,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from k2k.errors import ClusterError, K2KError, Unavailable
 
 __all__ = [
+    "AUTH_FAILURES",
     "Outcome",
     "abort_transaction",
     "classify",
@@ -299,7 +300,8 @@ def _transactional_cause(producer: Producer) -> KafkaError | None:
     return None
 
 
-_AUTH_FAILURES = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED})
+#: The codes of a refused login: settings to fix, never an outage to wait out.
+AUTH_FAILURES = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED})
 
 #: OpenSSL's words for a broker that ended the handshake over this client's certificate
 #: (none given, or one the broker's truststore does not trust). Under TLS 1.3 that alert
@@ -350,7 +352,7 @@ def cluster_error(
             f"{cluster} cluster at {bootstrap}: TLS handshake failed while {doing}: "
             f"{cause.str()}; {tls_hint} ({cluster}.kafka.common)"
         )
-    if cause is not None and cause.code() in _AUTH_FAILURES:
+    if cause is not None and cause.code() in AUTH_FAILURES:
         return ClusterError(
             f"{cluster} cluster at {bootstrap}: authentication failed while {doing}: "
             f"{cause.str()}; check {cluster}.kafka.common security.protocol, sasl.mechanism, "

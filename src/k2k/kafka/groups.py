@@ -19,6 +19,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 
 from k2k.errors import ClusterError
+from k2k.kafka import TP
 from k2k.kafka.faults import describe, kafka_error_of
 
 __all__ = [
@@ -30,7 +31,6 @@ __all__ = [
     "list_groups",
 ]
 
-TP = tuple[str, int]
 #: A committed offset and its metadata string.
 Committed = tuple[int, str]
 _IDLE = {ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD, ConsumerGroupState.UNKNOWN}

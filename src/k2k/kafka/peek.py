@@ -12,9 +12,9 @@ from collections.abc import Mapping
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-__all__ = ["first_records", "peek_settings", "reader_settings"]
+from k2k.kafka import TP
 
-TP = tuple[str, int]
+__all__ = ["first_records", "peek_settings", "reader_settings"]
 
 
 def reader_settings(props: Mapping[str, str], group_id: str) -> dict[str, str]:

@@ -20,7 +20,7 @@ from k2k.errors import ClusterError
 from k2k.kafka.factory import FETCH_QUEUE_BACKOFF, READY_TIMEOUT_S, build_consumer, ready
 from k2k.kafka.faults import cluster_error, describe, is_unreachable
 
-__all__ = ["SyncTimeout", "TopicTail", "tail_settings"]
+__all__ = ["SyncTimeout", "TopicTail", "read_to_end", "tail_settings"]
 
 Handler = Callable[[Message], None]
 
@@ -159,3 +159,38 @@ class TopicTail:
             return
         self._next[part] = offset + 1
         handle(m)
+
+
+def read_to_end(
+    consumer_conf: Mapping[str, str],
+    topic: str,
+    partitions: Iterable[int] | None,
+    handle: Handler,
+    *,
+    group_id: str,
+    timeout_s: float,
+    setting: str,
+    untransacted: bool = False,
+    error: type[ClusterError] = ClusterError,
+) -> None:
+    """Pass every record of ``partitions`` of ``topic`` (all of them for None), up to the end
+    offsets measured now, to ``handle``, once: a :class:`TopicTail` opened and closed again.
+
+    A topic not read to its end within ``timeout_s`` raises ``error`` (a caller that waits
+    outages out passes :class:`~k2k.errors.Unavailable`), naming ``setting``: the config key
+    that names the topic, which is what an operator looks up.
+    """
+    tail = TopicTail(
+        consumer_conf,
+        topic,
+        partitions,
+        group_id=group_id,
+        timeout_s=timeout_s,
+        untransacted=untransacted,
+    )
+    try:
+        tail.catch_up(handle)
+    except SyncTimeout as exc:
+        raise error(f"{exc} ({setting})") from None
+    finally:
+        tail.close()

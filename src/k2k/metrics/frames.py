@@ -16,6 +16,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from k2k.kafka import TP
+
 __all__ = [
     "COMMIT_BOUNDS_S",
     "FRAME_VERSION",
@@ -34,8 +36,6 @@ LATENCY_BOUNDS_S = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0
 )  # fmt: skip
 COMMIT_BOUNDS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
-
-TP = tuple[str, int]
 
 
 @dataclass(slots=True)

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from k2k.kafka import TP
 from k2k.kafka.factory import build_consumer
 from k2k.kafka.peek import first_records, peek_settings
 
@@ -21,7 +22,6 @@ __all__ = ["REFRESH_S", "OldestUnreplicated"]
 
 log = logging.getLogger("k2k.metrics")
 
-TP = tuple[str, int]
 #: How often the timestamps are read again.
 REFRESH_S = 5.0
 

@@ -35,8 +35,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ReplicatorMetrics", "replicator_histograms", "replicator_metrics"]
 
-TP = tuple[str, int]
-
 
 def replicator_histograms(prefix: str) -> list[HistogramBounds]:
     """The histogram bucket bounds, which must equal the runners' (k2k.metrics.frames)."""
@@ -220,18 +218,12 @@ class ReplicatorMetrics:
 
     # -- gauges --------------------------------------------------------------------------
 
-    def _lag_by_partition(self) -> dict[TP, int]:
-        stats = self.stats
-        ends = dict(stats.ends) if stats.ends is not None else dict(stats.latest)
-        committed = dict(stats.committed)
-        return {tp: max(0, end - committed.get(tp, 0)) for tp, end in ends.items()}
-
     def _lag_records(self, _options: CallbackOptions) -> Iterable[Observation]:
-        for (topic, partition), lag in self._lag_by_partition().items():
+        for (topic, partition), lag in self.stats.lag_by_partition().items():
             yield Observation(lag, self._tp(topic, partition))
 
     def _lag_seconds(self, _options: CallbackOptions) -> Iterable[Observation]:
-        lags = self._lag_by_partition()
+        lags = self.stats.lag_by_partition()
         oldest = self.ages.oldest(dict(self.stats.committed), lags) if self.ages else {}
         now = time.time()
         for (topic, partition), lag in lags.items():
@@ -242,14 +234,14 @@ class ReplicatorMetrics:
                 yield Observation(max(0.0, now - ts / 1000), self._tp(topic, partition))
 
     def _committed(self, _options: CallbackOptions) -> Iterable[Observation]:
-        owned = self._lag_by_partition()
+        owned = self.stats.lag_by_partition()
         committed = dict(self.stats.committed)
         for topic, partition in owned:
             if (topic, partition) in committed:
                 yield Observation(committed[(topic, partition)], self._tp(topic, partition))
 
     def _owned(self, _options: CallbackOptions) -> Iterable[Observation]:
-        yield Observation(len(self._lag_by_partition()), self._base)
+        yield Observation(len(self.stats.lag_by_partition()), self._base)
 
     def _tp(self, topic: str, partition: int) -> dict[str, Any]:
         return {"pipeline": self.pipeline, "topic": topic, "partition": partition}

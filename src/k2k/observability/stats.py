@@ -12,11 +12,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from k2k.kafka import TP
 
 __all__ = ["PipelineStats", "PlanningView"]
-
-TP = tuple[str, int]
 
 
 class PlanningView(Protocol):
@@ -81,9 +82,22 @@ class PipelineStats:
 
     @property
     def lag(self) -> int:
-        """Records left: (``ends``, else ``latest``) minus committed progress, summed."""
-        target = self.ends if self.ends is not None else self.latest
-        return sum(max(0, end - self.committed.get(tp, 0)) for tp, end in target.items())
+        """Records left, summed over the partitions (:meth:`lag_by_partition`)."""
+        return sum(self.lag_by_partition().values())
+
+    def lag_by_partition(self) -> dict[TP, int]:
+        """Records left per partition: (``ends``, else ``latest``) minus committed progress,
+        never below 0. Reads copies: the metrics exporter asks from its own thread while the
+        planner updates the dicts.
+
+        >>> from types import SimpleNamespace as View
+        >>> view = View(committed={("t", 0): 9}, latest={("t", 0): 8, ("t", 1): 2}, ends=None)
+        >>> PipelineStats(planning=view).lag_by_partition()
+        {('t', 0): 0, ('t', 1): 2}
+        """
+        ends = dict(self.ends) if self.ends is not None else dict(self.latest)
+        committed = dict(self.committed)
+        return {tp: max(0, end - committed.get(tp, 0)) for tp, end in ends.items()}
 
     @property
     def replicated_offsets(self) -> int:

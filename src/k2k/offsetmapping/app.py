@@ -28,6 +28,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from k2k.coordination.topics import ensure_control_topic
 from k2k.errors import ClusterError, OffsetMappingError
+from k2k.kafka import TP
 from k2k.kafka.admin import ClusterView
 from k2k.kafka.groups import (
     Committed,
@@ -37,7 +38,7 @@ from k2k.kafka.groups import (
     list_groups,
 )
 from k2k.offsetmapping.guard import Guard, may_commit
-from k2k.offsetmapping.index import TP, Span
+from k2k.offsetmapping.index import Span
 from k2k.offsetmapping.resolve import RunReader
 from k2k.offsetmapping.retention import cut_points
 from k2k.offsetmapping.store import MappingStore

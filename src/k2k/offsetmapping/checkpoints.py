@@ -16,8 +16,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from k2k.formats.checkpoint import Checkpoint
+from k2k.kafka import TP
 from k2k.kafka.groups import Committed
-from k2k.offsetmapping.index import TP, PartitionIndex, Translation
+from k2k.offsetmapping.index import PartitionIndex, Translation
 from k2k.offsetmapping.translate import plan_group
 
 __all__ = ["GroupCheckpoints", "LastCheckpoints", "group_checkpoints"]

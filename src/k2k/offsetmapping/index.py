@@ -25,10 +25,9 @@ from collections import Counter
 from dataclasses import dataclass, replace
 
 from k2k.formats.offset_mapping import OffsetMappingRecord
+from k2k.kafka import TP
 
 __all__ = ["PartitionIndex", "Span", "Translation"]
-
-TP = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,8 +15,9 @@ from confluent_kafka import Message
 
 from k2k.errors import ControlRecordError
 from k2k.formats.offset_mapping import OffsetMappingRecord
+from k2k.kafka import TP
 from k2k.kafka.tail import TopicTail
-from k2k.offsetmapping.index import TP, PartitionIndex
+from k2k.offsetmapping.index import PartitionIndex
 
 __all__ = ["MappingStore"]
 

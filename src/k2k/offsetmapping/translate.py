@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from k2k.offsetmapping.index import TP, PartitionIndex, Span, Translation
+from k2k.kafka import TP
+from k2k.offsetmapping.index import PartitionIndex, Span, Translation
 
 __all__ = ["GroupPlan", "plan_group"]
 

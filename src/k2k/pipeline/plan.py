@@ -10,15 +10,14 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from k2k.stages.topicplan import TopicPlan
 
 if TYPE_CHECKING:
+    from k2k.config.base import Policy
     from k2k.pipeline.task.commit import CommitStrategy
     from k2k.pipeline.task.observe import RunObserver
-
-Policy = Literal["fail", "ignore"]
 
 __all__ = [
     "ClientSpec",

@@ -43,6 +43,8 @@ from k2k.schemamapping.registry import (
 )
 
 __all__ = [
+    "WIRE_MAGIC",
+    "WIRE_PREFIX",
     "SchemaIdRewrite",
     "SchemaMapper",
     "clear_process_caches",
@@ -55,8 +57,10 @@ __all__ = [
 Facet = Literal["key", "value"]
 Refs = tuple[tuple[str, str, int], ...]
 
-_MAGIC = 0
-_PREFIX = 5
+#: Confluent's wire format: a magic byte 0, the 4-byte big-endian schema id, the payload.
+#: The prefix is what the mapper rewrites, and what verify compares by schema instead.
+WIRE_MAGIC = 0
+WIRE_PREFIX = 5
 _MAX_REFERENCE_DEPTH = 32
 
 
@@ -65,12 +69,16 @@ _READ: dict[Facet, Callable[[Message], bytes | None]] = {"key": Message.key, "va
 
 
 class _NameError(RegistryFailure):
-    """The schema has no record name a record-name strategy could use."""
+    """The schema has no record name a record-name strategy could use.
+
+    Internal: raised again as a SchemaMappingError naming the record."""
 
 
 class _TooDeep(RegistryFailure):
     """References nest deeper than :data:`_MAX_REFERENCE_DEPTH` (a cycle, most likely); not
-    prefixed with every reference on the way, which would make a line of dozens."""
+    prefixed with every reference on the way, which would make a line of dozens.
+
+    Internal: raised again as a SchemaMappingError naming the record."""
 
 
 def record_name(schema: SchemaRecord) -> str:
@@ -305,19 +313,19 @@ class SchemaIdRewrite:
             # keys beside wire-format values would otherwise each miss the table.
             return [
                 d.replace(p, table[p], 1)
-                if (d := read(m)) and d[0] == _MAGIC and (p := d[:_PREFIX])
+                if (d := read(m)) and d[0] == WIRE_MAGIC and (p := d[:WIRE_PREFIX])
                 else d
                 for m in run
             ]
         return [
-            None if (d := read(m)) is None else d.replace(p := d[:_PREFIX], table[p], 1)
+            None if (d := read(m)) is None else d.replace(p := d[:WIRE_PREFIX], table[p], 1)
             for m in run
         ]
 
     def _miss(self, facet: Facet, prefix: bytes) -> bytes:
         """An unseen prefix: not wire format (the policy decides; ``prefix`` itself means
         unchanged), or a new source id to resolve."""
-        if len(prefix) < _PREFIX or prefix[0] != _MAGIC:
+        if len(prefix) < WIRE_PREFIX or prefix[0] != WIRE_MAGIC:
             if self.mapper.on_non_wire_format == "pass":
                 return prefix
             m, data = self._record_with(facet, prefix)
@@ -326,7 +334,7 @@ class SchemaIdRewrite:
                 f"(first byte {prefix[:1].hex() or 'none'}, {len(data)} bytes) and "
                 "schemaMapping.onNonWireFormat is 'fail'"
             )
-        source_id = int.from_bytes(prefix[1:_PREFIX], "big")
+        source_id = int.from_bytes(prefix[1:WIRE_PREFIX], "big")
         mapper = self.mapper
         strategy = mapper.key_strategy if facet == "key" else mapper.value_strategy
         subject = (  # for the message: a record-name subject is known once the schema is read
@@ -342,14 +350,14 @@ class SchemaIdRewrite:
                 f"cannot map the schema id of {_locator(m)} ({facet}): subject {subject!r}, "
                 f"source schema id {source_id}: {exc}"
             ) from None
-        return bytes((_MAGIC,)) + target_id.to_bytes(4, "big")
+        return bytes((WIRE_MAGIC,)) + target_id.to_bytes(4, "big")
 
     def _record_with(self, facet: Facet, prefix: bytes) -> tuple[Message, bytes]:
         """The run's first record whose ``facet`` starts with ``prefix``, and that data."""
         read = _READ[facet]
         for m in self._run:
             d = read(m)
-            if d is not None and d[:_PREFIX] == prefix:
+            if d is not None and d[:WIRE_PREFIX] == prefix:
                 return m, d
         raise AssertionError("a missed prefix comes from the run")  # pragma: no cover
 

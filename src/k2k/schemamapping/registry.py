@@ -54,15 +54,23 @@ _RETRIED_STATUS = frozenset({408, 429})
 
 class RegistryFailure(K2KError):
     """A registry call that failed for good; the mapper turns it into a
-    :class:`~k2k.errors.SchemaMappingError` naming the record, subject and id."""
+    :class:`~k2k.errors.SchemaMappingError` naming the record, subject and id.
+
+    Internal: the mapper, the start-up check and ``k2k verify`` raise another error in its
+    place (and in its subclasses' place) that carries its message."""
 
 
 class RegistryUnavailable(RegistryFailure):
-    """The registry did not answer within the retry window."""
+    """The registry did not answer within the retry window.
+
+    Internal: a warning at start-up, else raised again as an error carrying its message."""
 
 
 class RegistryRefused(RegistryFailure):
-    """The registry answered with an error that retrying cannot change."""
+    """The registry answered with an error that retrying cannot change.
+
+    Internal: raised again as an error carrying its message (verify takes a 404 as an
+    unknown id)."""
 
     def __init__(self, message: str, status: int, code: int | None) -> None:
         super().__init__(message)
@@ -326,11 +334,16 @@ class RegistryClient:
 
 
 class _Retry(RegistryFailure):
-    """A transient failure of one attempt."""
+    """A transient failure of one attempt.
+
+    Internal: the client tries the other URLs, again until the retry window ends, then
+    raises RegistryUnavailable."""
 
 
 class _TlsRefused(_Retry):
-    """A TLS handshake that failed: another URL may answer, but retrying this one will not."""
+    """A TLS handshake that failed: another URL may answer, but retrying this one will not.
+
+    Internal: when every URL refuses the handshake, the client raises a RegistryFailure."""
 
 
 def _quote(subject: str) -> str:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from k2k.stages.policies import ReplicationPolicy
 
-__all__ = ["TopicSelection", "is_internal_topic"]
+__all__ = ["NameSelection", "TopicSelection", "is_internal_topic"]
 
 
 def is_internal_topic(topic: str) -> bool:
@@ -21,8 +21,13 @@ def is_internal_topic(topic: str) -> bool:
     return topic.startswith(("__", ".")) or topic.endswith(".internal")
 
 
-class _Names:
-    """A regex (full match, as Kafka clients do) or a list of exact names."""
+class NameSelection:
+    """A regex (full match, as Kafka clients do) or a list of exact names: how a pipeline
+    file selects topics and consumer groups, so every selection reads its value alike.
+
+    >>> NameSelection("orders.*").match("orders.eu"), NameSelection(["orders"]).match("orders.eu")
+    (True, False)
+    """
 
     def __init__(self, spec: str | list[str]) -> None:
         self.pattern = re.compile(spec) if isinstance(spec, str) else None
@@ -62,8 +67,8 @@ class TopicSelection:
         self._excluded = frozenset(excluded)
         self._policy = policy
         self._heartbeats = replicate_heartbeats
-        self._include = _Names(topic)
-        self._exclude = _Names(exclude) if exclude is not None else None
+        self._include = NameSelection(topic)
+        self._exclude = NameSelection(exclude) if exclude is not None else None
 
     def should_replicate(self, topic: str) -> bool:
         """False for internal, control and excluded topics and cycles; True for heartbeats

@@ -26,9 +26,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from k2k.admin.reader import TP, PipelineReader
+from k2k.admin.reader import PipelineReader
 from k2k.config import PipelineConfig
-from k2k.errors import ClusterError, ConfigError, K2KError
+from k2k.errors import ConfigError, K2KError
+from k2k.kafka import TP
 from k2k.kafka.admin import TopicInfo
 from k2k.kafka.factory import CONSUMER_DEFAULTS
 from k2k.kafka.peek import reader_settings
@@ -205,7 +206,7 @@ def _mapped_runs(
     Interleaved runs (another writer's records inside) are left out: their target offsets
     do not follow the source's one to one."""
     from k2k.formats.offset_mapping import OffsetMappingRecord
-    from k2k.kafka.tail import SyncTimeout, TopicTail
+    from k2k.kafka.tail import read_to_end
 
     topic = cfg.offset_mapping.topic
     if topic not in reader.target_topics():
@@ -226,19 +227,15 @@ def _mapped_runs(
                 )
             )
 
-    tail = TopicTail(
+    read_to_end(
         cfg.target_client("consumer"),
         topic,
         None,
+        take,
         group_id=f"k2k.{cfg.name}.verify",
         timeout_s=timeout_s,
+        setting="offsetMapping.topic",
     )
-    try:
-        tail.catch_up(take)
-    except SyncTimeout as exc:
-        raise ClusterError(f"{exc} (offsetMapping.topic)") from None
-    finally:
-        tail.close()
     return out
 
 

@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from k2k.schemamapping.mapper import WIRE_MAGIC, WIRE_PREFIX
 from k2k.schemamapping.registry import (
     RegistryClient,
     RegistryEndpoint,
@@ -28,8 +29,6 @@ from k2k.schemamapping.registry import (
 
 __all__ = ["SchemaIdCanon", "schema_fingerprint"]
 
-_MAGIC = 0
-_PREFIX = 5
 #: Marks a prefix whose id the registry does not know: equal only to the same unknown id.
 _UNKNOWN = b"\xff"
 
@@ -50,7 +49,7 @@ def schema_fingerprint(schema: SchemaRecord) -> bytes:
     refs = sorted((name, subject) for name, subject, _ in schema.references)
     h = hashlib.blake2b(digest_size=8, person=b"k2k-schema")
     h.update(json.dumps([schema.schema_type, text, refs]).encode())
-    return bytes((_MAGIC,)) + h.digest()
+    return bytes((WIRE_MAGIC,)) + h.digest()
 
 
 @dataclass
@@ -74,13 +73,13 @@ class SchemaIdCanon:
         return self._canon(data) if self.values else data
 
     def _canon(self, data: bytes | None) -> bytes | None:
-        if data is None or len(data) < _PREFIX or data[0] != _MAGIC:
+        if data is None or len(data) < WIRE_PREFIX or data[0] != WIRE_MAGIC:
             return data
-        prefix = data[:_PREFIX]
+        prefix = data[:WIRE_PREFIX]
         canonical = self._known.get(prefix)
         if canonical is None:
             canonical = self._known[prefix] = self._resolve(prefix)
-        return canonical + data[_PREFIX:]
+        return canonical + data[WIRE_PREFIX:]
 
     def _resolve(self, prefix: bytes) -> bytes:
         """The fingerprint of the schema ``prefix`` names; an unknown id stays itself,

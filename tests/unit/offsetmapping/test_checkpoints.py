@@ -10,8 +10,9 @@ import pytest
 from k2k.config.loader import build_pipeline
 from k2k.errors import ConfigError
 from k2k.formats import Checkpoint, OffsetMappingRecord
+from k2k.kafka import TP
 from k2k.offsetmapping.checkpoints import LastCheckpoints, group_checkpoints
-from k2k.offsetmapping.index import TP, PartitionIndex
+from k2k.offsetmapping.index import PartitionIndex
 
 
 def pipeline(**over: Any) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from k2k.config import PipelineConfig
 from k2k.errors import K2KError, ReplicationError, TopicError
+from k2k.kafka import TP
 from k2k.kafka.admin import ClusterView, TopicInfo
 from k2k.pipeline.driver.positions import StartPositions
 from k2k.schemamapping import schema_transforms
@@ -41,8 +42,6 @@ __all__ = ["Discovery"]
 
 # The planner's logger: these lines were always the planner's, and operators filter on it.
 log = logging.getLogger("k2k.planner")
-
-TP = tuple[str, int]
 
 
 class Discovery:

@@ -30,14 +30,13 @@ from k2k.config import PipelineConfig
 from k2k.coordination.assignment import StandDown, transactional_id
 from k2k.coordination.controltopics import assignment_member
 from k2k.errors import K2KError
+from k2k.kafka import TP
 from k2k.pipeline.plan import RunnerGroup, RunnerSummary
 
 __all__ = ["Membership"]
 
 # The planner's logger: these lines were always the planner's, and operators filter on it.
 log = logging.getLogger("k2k.planner")
-
-TP = tuple[str, int]
 
 
 class Membership:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 
+from k2k.kafka import TP
 from k2k.kafka.admin import TopicInfo
 from k2k.observability.stats import PipelineStats
 from k2k.pipeline.plan import PartitionRange, RunnerSummary
@@ -27,8 +28,6 @@ __all__ = ["StartPositions"]
 
 # The planner's logger: these lines were always the planner's, and operators filter on it.
 log = logging.getLogger("k2k.planner")
-
-TP = tuple[str, int]
 
 
 class StartPositions:

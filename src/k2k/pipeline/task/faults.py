@@ -42,13 +42,17 @@ _LOGGED_TRANSIENT = 20
 
 class Fenced(K2KError):
     """Raised when another owner took this runner's partitions over (its transactional id
-    was fenced, or a claim changed); the runner's uncommitted work is void."""
+    was fenced, or a claim changed); the runner's uncommitted work is void.
+
+    Internal: the runner catches it and reports it in its summary; the planner re-plans."""
 
 
 class DriverGone(K2KError):
     """Raised when the driver that started this lease no longer answers the lease channel
     (k2k.pipeline.channel): a restarted run may be copying the same partitions, so this
-    runner writes and commits nothing more."""
+    runner writes and commits nothing more.
+
+    Internal: the runner catches it and returns it in its summary; no command prints it."""
 
 
 class RunnerFaults:

@@ -15,10 +15,11 @@ from collections.abc import Callable, Mapping
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from k2k.errors import ReplicationError
+from k2k.kafka import TP
 from k2k.kafka.factory import build_consumer, ready
 from k2k.kafka.faults import Outcome, classify, describe, is_unreachable
 from k2k.pipeline.plan import PartitionOutcome, PartitionRange
-from k2k.pipeline.task.commit.ledger import TP, Positions
+from k2k.pipeline.task.commit.ledger import Positions
 
 __all__ = ["SourceReader"]
 

@@ -31,12 +31,13 @@ from k2k.config import PipelineConfig
 from k2k.coordination.topics import ensure_mm2_topic
 from k2k.errors import ClusterError, ControlRecordError, K2KError
 from k2k.formats.checkpoint import Checkpoint
+from k2k.kafka import TP
 from k2k.kafka.admin import ClusterView
 from k2k.kafka.factory import build_producer, producer_settings
 from k2k.kafka.groups import committed_offsets, list_groups
 from k2k.kafka.tail import TopicTail
 from k2k.offsetmapping.checkpoints import LastCheckpoints, group_checkpoints
-from k2k.offsetmapping.index import TP, PartitionIndex
+from k2k.offsetmapping.index import PartitionIndex
 from k2k.offsetmapping.resolve import RunReader
 from k2k.offsetmapping.store import MappingStore
 

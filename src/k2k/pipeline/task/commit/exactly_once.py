@@ -19,6 +19,7 @@ from confluent_kafka import KafkaException, Producer
 
 from k2k.coordination.assignment import producer_ids
 from k2k.errors import ReplicationError
+from k2k.kafka import TP
 from k2k.kafka.factory import build_producer
 from k2k.kafka.faults import (
     Outcome,
@@ -31,7 +32,7 @@ from k2k.kafka.faults import (
 from k2k.kafka.produce import produce_when_room
 from k2k.pipeline.plan import CommitSpec, ControlTopicSpec
 from k2k.pipeline.task.commit import BatchRecord, DeliveryCallback
-from k2k.pipeline.task.commit.ledger import TP, Positions, ProgressLedger, Written
+from k2k.pipeline.task.commit.ledger import Positions, ProgressLedger, Written
 from k2k.pipeline.task.commit.transactions import TransactionPair
 from k2k.pipeline.task.faults import RunnerFaults
 
@@ -39,8 +40,8 @@ __all__ = ["ExactlyOnce", "start_transactional_producers"]
 
 #: The longest wait for a batch's acknowledgements, and again for its commit.
 _MAX_TXN_WAIT_S = 300.0
-#: How long the abort of a transaction that cannot commit may take.
-_ABORT_WAIT_S = 30.0
+#: How long the commit thread's abort of a transaction whose commit failed may take.
+_FAILED_COMMIT_ABORT_S = 30.0
 
 
 def start_transactional_producers(
@@ -230,7 +231,7 @@ class ExactlyOnce:
                 if outcome is Outcome.ABORT or not err.fatal():
                     # Left open it would hold the target's last stable offset until the
                     # transaction timeout; a fatal producer cannot abort anything.
-                    abort_transaction(producer, _ABORT_WAIT_S, txid)
+                    abort_transaction(producer, _FAILED_COMMIT_ABORT_S, txid)
                 raise failure_kind(err, ReplicationError)(
                     f"a transaction on the target failed, nothing of it is committed: "
                     f"{describe(err)}" + self.ledger.uncommitted_of(positions)

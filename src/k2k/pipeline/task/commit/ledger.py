@@ -23,15 +23,15 @@ from k2k.coordination.progress import ProgressStore
 from k2k.errors import Unavailable
 from k2k.formats import ProgressKey, ProgressRecord
 from k2k.formats.progress import ValueWriter
+from k2k.kafka import TP
 from k2k.kafka.faults import describe
 from k2k.kafka.murmur2 import murmur2_partition
 from k2k.kafka.produce import produce_when_room
 from k2k.pipeline.plan import ControlTopicSpec, PartitionOutcome, PartitionRange, PolicySpec
 from k2k.pipeline.task.faults import RunnerFaults
 
-__all__ = ["TP", "CommitTiming", "Positions", "ProgressLedger"]
+__all__ = ["CommitTiming", "Positions", "ProgressLedger"]
 
-TP = tuple[str, int]
 #: Next source offset to read, per partition.
 Positions = dict[TP, int]
 Written = list[tuple[TP, int]]

@@ -33,8 +33,9 @@ __all__ = ["TransactionPair"]
 
 #: How long to wait for an in-flight commit when the runner gives up for another reason.
 _ABANDON_WAIT_S = 30.0
-#: How long the abort of the open transaction may take when the runner gives up.
-_ABORT_WAIT_S = 10.0
+#: How long the abort of the open transaction may take when the runner gives up: shorter
+#: than a failed commit's abort (exactly_once), as it follows the wait for the in-flight commit.
+_ABANDON_ABORT_S = 10.0
 
 
 class TransactionPair:
@@ -105,7 +106,7 @@ class TransactionPair:
                 inflight.result(_ABANDON_WAIT_S)
                 carried = self._carried
         if abort_current:
-            abort_transaction(self.current, _ABORT_WAIT_S, self.current_id)
+            abort_transaction(self.current, _ABANDON_ABORT_S, self.current_id)
         return carried
 
     def close(self) -> None:
