@@ -206,7 +206,12 @@ def test_only_the_command_line_prints_or_exits():
 
 #: ``k2k verify``'s modules that run inside Spark tasks, and what they must not reach: the
 #: driver's planning (job, slicing), the config model and the pipeline's driver.
-VERIFY_TASK_MODULES = ["verify/task.py", "verify/align.py", "verify/schemas.py"]
+VERIFY_TASK_MODULES = [
+    "verify/task.py",
+    "verify/reading.py",
+    "verify/align.py",
+    "verify/schemas.py",
+]
 VERIFY_DRIVER_ONLY = ("k2k.verify.job", "k2k.verify.slicing", "k2k.config", "k2k.pipeline.driver")
 
 
