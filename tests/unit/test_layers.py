@@ -212,7 +212,14 @@ VERIFY_TASK_MODULES = [
     "verify/align.py",
     "verify/schemas.py",
 ]
-VERIFY_DRIVER_ONLY = ("k2k.verify.job", "k2k.verify.slicing", "k2k.config", "k2k.pipeline.driver")
+VERIFY_DRIVER_ONLY = (
+    "k2k.verify.job",
+    "k2k.verify.slicing",
+    "k2k.verify.report",
+    "k2k.verify.progress",
+    "k2k.config",
+    "k2k.pipeline.driver",
+)
 
 
 def test_verify_uses_the_pipeline_only_through_its_boundary():

@@ -46,7 +46,8 @@ Make = Any  # compact or fingerprint: (partition, offset, source offset, key, va
 
 class Meter:
     """Counts the records a task has read on both sides, for the driver's progress line (a
-    second pass is not counted again); ``done`` once the task has its result."""
+    second pass is not counted again); ``done`` once the task has its result. Its frame is
+    what :class:`~k2k.verify.progress.VerifyProgress` reads."""
 
     def __init__(self, task_id: int) -> None:
         self.task_id = task_id
