@@ -32,7 +32,8 @@ from k2k.coordination.assignment import member_name_problem
 from k2k.errors import ConfigError
 from k2k.observability.stats import PipelineStats
 from k2k.pipeline.driver.planner import Planner
-from k2k.verify.job import VerifyReport, run_verify
+from k2k.verify.job import run_verify
+from k2k.verify.report import VerifyReport
 
 if TYPE_CHECKING:
     from pyspark import SparkContext

@@ -18,7 +18,8 @@ import pytest
 
 from k2k.config import load_pipeline
 from k2k.kafka.murmur2 import murmur2_partition
-from k2k.verify.job import VerifyReport, run_verify
+from k2k.verify.job import run_verify
+from k2k.verify.report import VerifyReport
 from tests.helpers.eos import mixed_workload
 from tests.helpers.kafka import Rec, create_topic, end_offsets, list_topics, produce, read_all
 from tests.helpers.pipelines import (

@@ -206,8 +206,20 @@ def test_only_the_command_line_prints_or_exits():
 
 #: ``k2k verify``'s modules that run inside Spark tasks, and what they must not reach: the
 #: driver's planning (job, slicing), the config model and the pipeline's driver.
-VERIFY_TASK_MODULES = ["verify/task.py", "verify/align.py", "verify/schemas.py"]
-VERIFY_DRIVER_ONLY = ("k2k.verify.job", "k2k.verify.slicing", "k2k.config", "k2k.pipeline.driver")
+VERIFY_TASK_MODULES = [
+    "verify/task.py",
+    "verify/reading.py",
+    "verify/align.py",
+    "verify/schemas.py",
+]
+VERIFY_DRIVER_ONLY = (
+    "k2k.verify.job",
+    "k2k.verify.slicing",
+    "k2k.verify.report",
+    "k2k.verify.progress",
+    "k2k.config",
+    "k2k.pipeline.driver",
+)
 
 
 def test_verify_uses_the_pipeline_only_through_its_boundary():

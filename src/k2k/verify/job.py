@@ -11,7 +11,9 @@ that doubt are verified again merged with the slice before them (another job), t
 partition's slices are merged into one result.
 
 While the job runs, tasks send the records they have read over the lease channel
-(:mod:`k2k.pipeline.channel`), so the driver can show progress (:class:`VerifyProgress`).
+(:mod:`k2k.pipeline.channel`), so the driver can show progress
+(:class:`~k2k.verify.progress.VerifyProgress`); the outcome is a
+:class:`~k2k.verify.report.VerifyReport`.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from k2k.admin.reader import PipelineReader
@@ -41,7 +42,8 @@ from k2k.spark.session import (
     stop_spark,
 )
 from k2k.stages.topicplan import tracing_headers
-from k2k.verify.align import Difference
+from k2k.verify.progress import VerifyProgress
+from k2k.verify.report import VerifyReport
 from k2k.verify.schemas import SchemaIdCanon
 from k2k.verify.slicing import merge_doubtful, merge_results, slice_tasks
 from k2k.verify.task import PartitionResult, PartitionTask, verify_partition
@@ -50,7 +52,7 @@ if TYPE_CHECKING:
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-__all__ = ["DEFAULT_SLICE_RECORDS", "VerifyProgress", "VerifyReport", "plan_tasks", "run_verify"]
+__all__ = ["DEFAULT_SLICE_RECORDS", "plan_tasks", "run_verify"]
 
 log = logging.getLogger("k2k.verify")
 
@@ -272,128 +274,6 @@ def _claims(
     return out
 
 
-@dataclass(frozen=True)
-class VerifyReport:
-    """The outcome of one ``k2k verify``."""
-
-    pipeline: str
-    results: list[PartitionResult]
-    #: (target topic, target partition, records): target records no verified source
-    #: partition holds the key of (``partition: hash`` without tracing headers only).
-    unexplained: list[tuple[str, int, int]] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return all(r.ok for r in self.results) and not self.unexplained
-
-    def failing(self) -> list[PartitionResult]:
-        return [r for r in self.results if not r.ok]
-
-    def summary(self) -> str:
-        """One line: what was compared and whether it matched."""
-        n = len(self.results)
-        records = sum(r.source_records for r in self.results)
-        dups = sum(r.duplicates for r in self.results)
-        head = (
-            f"{self.pipeline}: {records} source records in {n} partition{'s' * (n != 1)} of "
-            f"{len({r.topic for r in self.results})} topic(s) compared"
-        )
-        extra = f", {dups} at-least-once duplicate{'s' * (dups != 1)} on the target" if dups else ""
-        beyond = sum(r.end - r.until for r in self.results)
-        if beyond:
-            extra += f"; {beyond} source offset(s) after the committed progress not compared"
-        bad = self.failing()
-        if self.unexplained:
-            n_extra = sum(n for _, _, n in self.unexplained)
-            extra += f"; {n_extra} target record(s) whose key no source partition holds"
-        if not bad:
-            return f"{head}: {'all match' if self.ok else 'differ'}{extra}"
-        diffs = sum(r.difference_count for r in bad)
-        where = ", ".join(f"{r.topic}[{r.partition}]" for r in bad[:5])
-        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
-        return (
-            f"{head}: {len(bad)} partition{'s differ' if len(bad) != 1 else ' differs'} "
-            f"({diffs} difference{'s' * (diffs != 1)}: {where}{more}){extra}"
-        )
-
-    def render(self) -> str:
-        """The human-readable report: one line per partition, then its first differences."""
-        lines = []
-        for r in self.results:
-            state = "ok" if r.ok else f"DIFFERS ({r.difference_count})"
-            notes = []
-            if r.duplicates:
-                notes.append(f"{r.duplicates} duplicates")
-            if r.ahead:
-                notes.append(f"{r.ahead} ahead of committed")
-            if r.end > r.until:
-                notes.append(f"{r.end - r.until} offsets after committed progress not compared")
-            if r.before:
-                notes.append(f"{r.before} before the range")
-            if r.not_compared:
-                notes.append(f"{r.not_compared} null-key not compared")
-            note = f" ({', '.join(notes)})" if notes else ""
-            lines.append(
-                f"{r.topic}[{r.partition}] -> {r.target_topic}: source [{r.start}..{r.until}) "
-                f"{r.source_records} records, target {r.target_records}{note}: {state}"
-            )
-            for d in r.differences:
-                lines.append("    " + describe(r, d))
-            if r.difference_count > len(r.differences):
-                lines.append(f"    ... {r.difference_count - len(r.differences)} more")
-        for topic, tp, n in self.unexplained:
-            lines.append(f"{topic}[{tp}]: extra: {n} record(s) whose key no source partition holds")
-        lines.append(("match: " if self.ok else "MISMATCH: ") + self.summary())
-        return "\n".join(lines)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "pipeline": self.pipeline,
-            "ok": self.ok,
-            "summary": self.summary(),
-            "sourceRecords": sum(r.source_records for r in self.results),
-            "duplicates": sum(r.duplicates for r in self.results),
-            "partitions": [r.to_json() for r in self.results],
-            "unexplained": [
-                {"targetTopic": t, "targetPartition": p, "records": n}
-                for t, p, n in self.unexplained
-            ],
-        }
-
-
-def _offsets(offsets: tuple[int, ...]) -> str:
-    if len(offsets) == 1:
-        return f"@{offsets[0]}"
-    return f"@{offsets[0]}..{offsets[-1]} ({len(offsets)} records)"
-
-
-def describe(r: PartitionResult, d: Difference) -> str:
-    """One difference as a line: the kind, both places, and previews."""
-    src = f"source {r.topic}[{r.partition}]{_offsets(d.source_offsets)}" if d.source_offsets else ""
-    dst = (
-        f"target {r.target_topic}[{d.target_partition}]{_offsets(d.target_offsets)}"
-        if d.target_offsets
-        else ""
-    )
-    fields = f" {'/'.join(d.fields)}" if d.fields and d.kind == "changed" else ""
-    what = {
-        "missing": f"missing: {src} is not on the target",
-        "extra": f"extra: {dst} matches no source record",
-        "reordered": f"reordered: {src} appear in another order at {dst}",
-        "changed": f"changed{fields}: {src} vs {dst}",
-    }.get(d.kind, f"{d.kind}: {src} {dst}")
-    if d.kind == "missing" and d.target_offsets:
-        what += f" (target holds {dst} there)"
-    if d.kind == "extra" and d.source_offsets:
-        what += f" (in place of {src})"
-    shown = []
-    if d.source_preview:
-        shown.append(f"source key={d.source_preview['key']} value={d.source_preview['value']}")
-    if d.target_preview:
-        shown.append(f"target key={d.target_preview['key']} value={d.target_preview['value']}")
-    return what + (f" [{'; '.join(shown)}]" if shown else "")
-
-
 def run_verify(
     cfg: PipelineConfig,
     topics: Sequence[str] = (),
@@ -511,58 +391,6 @@ def _run_until_sure(
     ):
         merged.append(merge_results(list(parts)))
     return merged
-
-
-class VerifyProgress:
-    """Runs on: driver. What the tasks of a verify job have read so far, from their frames
-    (``verify <task id> <records read> <done>``): records read on both sides of the
-    records to read (offsets: source context included, every target partition read), and
-    partitions done."""
-
-    def __init__(self, tasks: Sequence[PartitionTask]) -> None:
-        self.started = time.monotonic()
-        self._lock = threading.Lock()
-        self._size: dict[int, int] = {}
-        self._partition: dict[int, tuple[str, int]] = {}
-        self._read: dict[int, int] = {}
-        self._done: set[int] = set()
-        self.partitions = len({(t.topic, t.partition) for t in tasks})
-
-    def add(self, task: PartitionTask) -> int:
-        """A task about to run: its id in the frames."""
-        with self._lock:
-            task_id = len(self._size)
-            first = task.start if task.context_from is None else task.context_from
-            targets = sum(max(0, end - start) for start, end in task.target_ranges.values())
-            self._size[task_id] = max(0, task.end - first) + targets
-            self._partition[task_id] = (task.topic, task.partition)
-            return task_id
-
-    def frame(self, data: bytes) -> None:
-        """One task's frame (called from the channel's server threads)."""
-        parts = data.split()
-        if len(parts) != 4 or parts[0] != b"verify":
-            return
-        try:
-            task_id, read, done = int(parts[1]), int(parts[2]), int(parts[3])
-        except ValueError:
-            return
-        with self._lock:
-            if task_id in self._size:
-                self._read[task_id] = max(read, self._read.get(task_id, 0))
-                if done:
-                    self._done.add(task_id)
-
-    def snapshot(self) -> tuple[int, int, int, int]:
-        """(records read, records to read, partitions done, partitions)."""
-        with self._lock:
-            read = sum(
-                size if i in self._done else min(size, self._read.get(i, 0))
-                for i, size in self._size.items()
-            )
-            pending = {self._partition[i] for i in self._size if i not in self._done}
-            done = self.partitions - len(pending)
-            return read, sum(self._size.values()), done, self.partitions
 
 
 def _traces_source(cfg: PipelineConfig) -> bool:

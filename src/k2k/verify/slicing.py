@@ -53,17 +53,8 @@ from confluent_kafka import KafkaException, TopicPartition
 from k2k.kafka.factory import build_consumer
 from k2k.kafka.faults import cluster_error
 from k2k.verify.align import CUT_MARGIN, Fingerprint, combine, compact
-from k2k.verify.task import (
-    MAX_REPORTED,
-    PartitionResult,
-    PartitionTask,
-    _Meter,
-    _read_source,
-    _read_target,
-    _Tracing,
-    digest_text,
-    read_batches,
-)
+from k2k.verify.reading import Meter, Tracing, read_batches, read_source, read_target
+from k2k.verify.task import MAX_REPORTED, PartitionResult, PartitionTask, digest_text
 
 __all__ = [
     "LOOKBEHIND",
@@ -185,10 +176,10 @@ def find_cut(task: PartitionTask, wanted: int) -> Cut | None:
         context_from=None,
         progress=None,
     )
-    expected, _ = _read_source(window, compact, _Meter(0))
+    expected, _ = read_source(window, compact, Meter(0))
     if len(expected) < 2 * MARGIN:
         return None
-    tracing = _Tracing(task.tracing)
+    tracing = Tracing(task.tracing)
     by_offset = tracing.offset is not None or bool(task.mapped_runs)
     tried: list[int] = []
     for estimate in _estimates(task, expected, wanted):
@@ -202,14 +193,14 @@ def find_cut(task: PartitionTask, wanted: int) -> Cut | None:
     return None
 
 
-def _target_window(task: PartitionTask, tracing: _Tracing, estimate: int) -> list[Fingerprint]:
+def _target_window(task: PartitionTask, tracing: Tracing, estimate: int) -> list[Fingerprint]:
     tp = task.partition
     first, end = task.target_ranges[tp]
     lo, hi = max(first, estimate - WINDOW), min(end, estimate + WINDOW)
     if lo >= hi:
         return []
     window = dataclasses.replace(task, target_ranges={tp: (lo, hi)}, progress=None)
-    actual, _, _ = _read_target(window, tracing, [], compact, _Meter(0))
+    actual, _, _ = read_target(window, tracing, [], compact, Meter(0))
     return actual.get(tp, [])
 
 

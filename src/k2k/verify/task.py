@@ -3,25 +3,14 @@ routed from it, compared.
 
 Runs on: executor, once per selected source partition or slice (one Spark task each).
 Each task reads its source range and the target partition(s) its records were routed to
-with consumers of its own: ``read_committed``, *assigned* (no group membership), never
-committing, so verifying writes nothing to either cluster.
+(:mod:`k2k.verify.reading`, which also says how target records are attributed to it), and
+writes nothing to either cluster.
 
 Two passes, the second only when needed: first every record becomes a *compact*
 fingerprint (its offsets and one 64-bit content hash) and each lane is checked for plain
 equality (:func:`~k2k.verify.align.equal_lane`); a task whose lanes are all equal is done.
 Otherwise the task reads its ranges again with full fingerprints (field digests and
 payload previews) and aligns them, which names each difference and recognises replays.
-
-How target records are attributed to the task's source partition (see
-docs/operations.md#verifying-a-migration-k2k-verify for the limits):
-
-* records carrying k2k's tracing headers belong to the source topic and partition those
-  name, and with the offset header they are aligned by source offset as well as content;
-* other records, with ``partition: source``, belong to the source partition of the same
-  number (one task per target partition claims them, see ``claims_unattributed``);
-* other records, with ``partition: hash``, belong to the source partition that holds their
-  key; records whose key no source partition holds are claimed like unattributed ones.
-  Null-key records cannot be placed that way and are counted as not compared.
 """
 
 from __future__ import annotations
@@ -29,15 +18,12 @@ from __future__ import annotations
 import bisect
 import itertools
 import operator
-import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaError, Message, TopicPartition
+from confluent_kafka import Message
 
-from k2k.errors import ClusterError
-from k2k.kafka.factory import build_consumer
 from k2k.kafka.murmur2 import murmur2_partition
 from k2k.stages.headers import TracingHeaders
 from k2k.verify.align import (
@@ -52,6 +38,7 @@ from k2k.verify.align import (
     equal_lane,
     fingerprint,
 )
+from k2k.verify.reading import Make, Meter, Tracing, read_batches, read_source, read_target
 from k2k.verify.schemas import SchemaIdCanon
 
 __all__ = [
@@ -59,7 +46,6 @@ __all__ = [
     "PartitionResult",
     "PartitionTask",
     "digest_text",
-    "read_batches",
     "verify_partition",
 ]
 
@@ -67,10 +53,6 @@ __all__ = [
 MAX_REPORTED = 10
 #: How many first source records of a partial range may start the target's part of it.
 TRIM_PROBE = 8
-#: Records per ``consume`` call.
-_BATCH = 5_000
-_error = Message.error
-
 _key, _value, _headers, _timestamp = Message.key, Message.value, Message.headers, Message.timestamp
 _ts = operator.itemgetter(1)
 
@@ -194,113 +176,6 @@ class PartitionResult:
         }
 
 
-def read_batches(
-    conf: Mapping[str, str],
-    cluster: str,
-    topic: str,
-    partition: int,
-    start: int,
-    end: int,
-    timeout_s: float,
-) -> Iterator[list[Message]]:
-    """Runs on: executor. The committed records of ``topic[partition]`` in [start, end), in
-    order, a consumed batch (never empty) at a time. Raises :class:`~k2k.errors.ClusterError`
-    when the partition cannot be read or nothing arrives for ``timeout_s``."""
-    if start >= end:
-        return
-    consumer = build_consumer(conf)
-    try:
-        consumer.assign([TopicPartition(topic, partition, start)])
-        last_seen = time.monotonic()
-        position = start
-        while True:
-            # What remains, at most: consume() waits its whole timeout unless that many
-            # records come, and transaction markers take offsets no record is delivered at.
-            msgs = consumer.consume(max(1, min(_BATCH, end - position)), 0.1)
-            if not msgs:
-                if time.monotonic() - last_seen > timeout_s:
-                    raise ClusterError(
-                        f"{cluster} {topic}[{partition}]: nothing read for {timeout_s:.0f} s "
-                        f"before offset {end} (verify)"
-                    )
-                continue
-            last_seen = time.monotonic()
-            last = msgs[-1]
-            position = (last.offset() or position) + 1
-            if (last.offset() or 0) < end - 1 and not any(map(_error, msgs)):
-                yield msgs  # the common case: a whole batch of records inside the range
-                continue
-            out, ended = _records_before(msgs, end, f"{cluster} {topic}[{partition}]")
-            if out:
-                yield out
-            if ended:
-                return
-    finally:
-        consumer.close()
-
-
-def _records_before(msgs: list[Message], end: int, where: str) -> tuple[list[Message], bool]:
-    """The records of ``msgs`` before offset ``end``, and whether the read is over (the end
-    reached, or the partition's end). Raises :class:`~k2k.errors.ClusterError` on an error."""
-    out: list[Message] = []
-    for m in msgs:
-        err = m.error()
-        if err is not None:
-            if err.code() == KafkaError._PARTITION_EOF:
-                return out, True
-            raise ClusterError(f"{where}: reading failed: {err.str()} (verify)")
-        offset = m.offset() or 0
-        if offset >= end:
-            return out, True
-        out.append(m)
-        if offset >= end - 1:
-            return out, True
-    return out, False
-
-
-class _Tracing:
-    """Reads and strips the tracing headers a pipeline adds after a record's own."""
-
-    def __init__(self, tracing: TracingHeaders | None) -> None:
-        self.names: list[str] = []
-        if tracing is not None:
-            self.names = [
-                n for n in (tracing.topic, tracing.partition, tracing.offset, tracing.pipeline) if n
-            ]
-        self.topic = tracing.topic if tracing else None
-        self.partition = tracing.partition if tracing else None
-        self.offset = tracing.offset if tracing else None
-
-    def names_source(self, traced: dict[str, str], topic: str, partition: int) -> bool:
-        """Whether tracing values name ``topic[partition]`` (as far as they name anything)."""
-        if self.topic and traced[self.topic] != topic:
-            return False
-        return not (self.partition and traced[self.partition] != str(partition))
-
-    def source_offset(self, traced: dict[str, str] | None) -> int | None:
-        """The source offset a record's tracing header names, None without one."""
-        if traced is None or not self.offset:
-            return None
-        try:
-            return int(traced[self.offset])
-        except ValueError:
-            return None
-
-    def split(
-        self, headers: list[tuple[str, bytes | None]]
-    ) -> tuple[list[tuple[str, bytes | None]], dict[str, str] | None]:
-        """The record's own headers, and the tracing values (None when the record does not
-        end with the pipeline's tracing headers)."""
-        n = len(self.names)
-        if not n or len(headers) < n:
-            return headers, None
-        tail = headers[len(headers) - n :]
-        if [h[0] for h in tail] != self.names:
-            return headers, None
-        values = {name: (v or b"").decode(errors="replace") for name, v in tail}
-        return headers[: len(headers) - n], values
-
-
 def verify_partition(task: PartitionTask) -> PartitionResult:
     """Runs on: executor, once per task. Reads both sides and compares them (compact
     fingerprints first, full ones only when a lane is not plainly equal, see the module
@@ -308,7 +183,7 @@ def verify_partition(task: PartitionTask) -> PartitionResult:
     With ``task.progress`` it reports the records it has read to the driver as it goes."""
     from k2k.pipeline.channel import StopSignal
 
-    meter = _Meter(task.task_id)
+    meter = Meter(task.task_id)
     signal = StopSignal(task.progress, meter.frame) if task.progress else None
     try:
         plain = not (
@@ -331,31 +206,7 @@ def verify_partition(task: PartitionTask) -> PartitionResult:
             signal.send_now()
 
 
-class _Meter:
-    """Counts the records a task has read on both sides, for the driver's progress line (a
-    second pass is not counted again); ``done`` once the task has its result."""
-
-    def __init__(self, task_id: int) -> None:
-        self.task_id = task_id
-        self.read = 0
-        self.counting = True
-        self.done = False
-
-    def add(self, n: int) -> None:
-        if self.counting:
-            self.read += n
-
-    def again(self) -> None:
-        self.counting = False
-
-    def frame(self) -> bytes:
-        return b"verify %d %d %d" % (self.task_id, self.read, self.done)
-
-
-Make = Any  # compact or fingerprint: (partition, offset, source offset, key, value, headers, ts)
-
-
-def _verify_plain(task: PartitionTask, meter: _Meter) -> PartitionResult | None:
+def _verify_plain(task: PartitionTask, meter: Meter) -> PartitionResult | None:
     """The compact pass for the common case, kept lean: ``partition: source``, no tracing
     headers, no offset mappings, a range from the earliest offset (or a slice). One lane:
     source partition p -> target partition p; only content hashes are kept, and the lane
@@ -410,15 +261,15 @@ def _verify_plain(task: PartitionTask, meter: _Meter) -> PartitionResult | None:
     return _result(task, [r], own, 0, counts, 0)
 
 
-def _verify(task: PartitionTask, make: Make, meter: _Meter) -> PartitionResult | None:
+def _verify(task: PartitionTask, make: Make, meter: Meter) -> PartitionResult | None:
     """One pass over the task's ranges with ``make`` fingerprints. With compact ones: None
     as soon as a lane is not plainly equal."""
     full = make is fingerprint
     # Step 1. The source records, in order, with their keys (for ``partition: hash``).
-    expected, keys = _read_source(task, make, meter)
+    expected, keys = read_source(task, make, meter)
     # Step 2. The target records attributed to this source partition, per target partition.
-    tracing = _Tracing(task.tracing)
-    actual, null_keys, counts = _read_target(task, tracing, keys, make, meter)
+    tracing = Tracing(task.tracing)
+    actual, null_keys, counts = read_target(task, tracing, keys, make, meter)
     by_offset = tracing.offset is not None or bool(task.mapped_runs)
     # Step 3. Align lane by lane.
     lanes, skipped = _lanes(task, expected, keys, actual, null_keys, by_offset)
@@ -442,19 +293,6 @@ def _verify(task: PartitionTask, make: Make, meter: _Meter) -> PartitionResult |
         results.append(r)
     compared = sum(1 for f in expected if task.start <= f.offset < task.until)
     return _result(task, results, compared, skipped, counts, before)
-
-
-def _mapped(runs: tuple[tuple[int, int, int | None], ...], offset: int) -> tuple[bool, int | None]:
-    """Whether a target offset lies in a mapping run, and the source offset it maps to
-    (None for another source partition's run). Runs hold distinct target offsets (one
-    record each), so the only candidate is the last run starting at or before ``offset``."""
-    k = bisect.bisect_right(runs, (offset, 1 << 62, 1 << 62)) - 1
-    if k < 0:
-        return False, None
-    first, count, source_first = runs[k]
-    if offset >= first + count:
-        return False, None
-    return True, None if source_first is None else source_first + offset - first
 
 
 def _infer_offsets(expected: list[Fingerprint], actual: list[Fingerprint]) -> list[Fingerprint]:
@@ -495,103 +333,6 @@ def _trim_before(
         if f.content in firsts:
             return actual[k:], k
     return actual, 0
-
-
-def _read_source(
-    task: PartitionTask, make: Make, meter: _Meter
-) -> tuple[list[Fingerprint], list[bytes | None]]:
-    """Runs on: executor. The source records of the task's range (context included) and
-    their keys (only with ``partition: hash``)."""
-    expected: list[Fingerprint] = []
-    keys: list[bytes | None] = []
-    keep_headers, keep_timestamp, p = task.keep_headers, task.keep_timestamp, task.partition
-    hashed = task.hash_partitions > 0
-    first = task.start if task.context_from is None else task.context_from
-    add = expected.append
-    canon = task.schema_ids[0] if task.schema_ids else None
-    for batch in read_batches(
-        task.source_consumer, "source", task.topic, p, first, task.end, task.timeout_s
-    ):
-        batch_keys = (
-            [m.key() for m in batch] if canon is None else [canon.key(m.key()) for m in batch]
-        )
-        for m, key in zip(batch, batch_keys, strict=True):
-            offset = m.offset()
-            add(
-                make(
-                    p,
-                    offset,
-                    offset,
-                    key,
-                    m.value() if canon is None else canon.value(m.value()),
-                    (m.headers() or ()) if keep_headers else (),
-                    m.timestamp()[1] if keep_timestamp else 0,
-                )
-            )
-        if hashed:
-            keys.extend(batch_keys)
-        meter.add(len(batch))
-    return expected, keys
-
-
-def _read_target(
-    task: PartitionTask,
-    tracing: _Tracing,
-    keys: list[bytes | None],
-    make: Make,
-    meter: _Meter,
-) -> tuple[dict[int, list[Fingerprint]], list[Fingerprint], dict[int, tuple[int, int]]]:
-    """Runs on: executor. The target records attributed to the task's source partition
-    (see the module docstring), per target partition; with ``partition: hash`` the null-key
-    ones apart; and per target partition (records read, records attributed here, counting
-    the null-key records this task claims but cannot compare)."""
-    hashed = task.hash_partitions > 0
-    by_trace = bool(tracing.topic or tracing.partition)
-    by_key = hashed and not by_trace
-    own_keys = {k for k in keys if k is not None} if by_key else set()
-    actual: dict[int, list[Fingerprint]] = {}
-    null_keys: list[Fingerprint] = []
-    counts: dict[int, tuple[int, int]] = {}
-    keep_timestamp = task.keep_timestamp
-    canon = task.schema_ids[1] if task.schema_ids else None
-    for tp, (first, last) in sorted(task.target_ranges.items()):
-        lane = actual.setdefault(tp, [])
-        claims = tp in task.claims_unattributed
-        runs = task.mapped_runs.get(tp, ())
-        seen = taken = 0
-        for batch in read_batches(
-            task.target_consumer, "target", task.target_topic, tp, first, last, task.timeout_s
-        ):
-            seen += len(batch)
-            meter.add(len(batch))
-            for m in batch:
-                headers: Any = m.headers() or []
-                own, traced = tracing.split(headers)
-                key = m.key() if canon is None else canon.key(m.key())
-                source_offset = tracing.source_offset(traced)
-                in_run, from_run = _mapped(runs, m.offset() or 0) if runs else (False, None)
-                if in_run:
-                    if from_run is None:
-                        continue  # another source partition's run
-                    source_offset = from_run
-                elif traced is not None and by_trace:
-                    if not tracing.names_source(traced, task.topic, task.partition):
-                        continue
-                elif by_key:
-                    if key is None:
-                        taken += claims
-                        continue
-                    if key not in own_keys:
-                        continue
-                elif not claims:
-                    continue
-                taken += 1
-                ts = m.timestamp()[1] if keep_timestamp else 0
-                value = m.value() if canon is None else canon.value(m.value())
-                fp = make(tp, m.offset() or 0, source_offset, key, value, own, ts)
-                (null_keys if hashed and key is None else lane).append(fp)
-        counts[tp] = (seen, taken)
-    return actual, null_keys, counts
 
 
 def _lanes(

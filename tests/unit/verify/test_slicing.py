@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from k2k.verify.align import align, combine, digest, fingerprint
-from k2k.verify.job import VerifyProgress
+from k2k.verify.progress import VerifyProgress
 from k2k.verify.slicing import LOOKBEHIND, build_slices, check_cuts, merge_doubtful, merge_results
 from k2k.verify.task import PartitionResult, PartitionTask, _result
 from tests.unit.verify.test_align import PICKLED
