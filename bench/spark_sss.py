@@ -8,7 +8,9 @@ trigger and end on the harness's SIGTERM.
 
 The connector is not part of pyspark: it is resolved from Maven Central with bench/sss/pom.xml
 into ``${K2K_HOME:-~/.cache/k2k}/spark-kafka-<pyspark version>/libs`` (once; a stamp file
-marks a finished install) and handed to Spark with ``spark.jars``.
+marks a finished install) and handed to Spark with ``spark.jars``. Not every Spark release
+published it there (4.3.0 did not): then the contender stops the run before it starts and
+says so, rather than measuring another release's connector.
 
     .venv/bin/python -m bench.spark_sss --selfcheck
 
@@ -30,6 +32,7 @@ import zipfile
 from pathlib import Path
 
 from bench.contender import Contender, Ctx, create_topic
+from k2k.errors import LocalClusterError
 from k2k.local import k2k_home
 from k2k.local.install import maven_install
 
@@ -37,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 POM = Path(__file__).with_name("sss") / "pom.xml"
 
 __all__ = [
+    "ConnectorUnavailable",
     "SparkStructuredStreaming",
     "connector_writes_timestamps",
     "ensure_spark_kafka_installed",
@@ -63,15 +67,45 @@ def ensure_spark_kafka_installed(home: Path | None = None) -> list[Path]:
 
     version = pyspark.__version__
     pyspark_jars = Path(pyspark.__file__).parent / "jars"
-    libs = maven_install(
-        f"Spark's Kafka connector {version}",
-        POM.read_text(encoding="utf-8"),
-        spark_kafka_dir(home),
-        {"spark.version": version, "spark.token.version": version},
-        f"spark-sql-kafka-0-10_2.13-{version}.jar",
-        prune=lambda jars: _drop_jars_pyspark_ships(jars, pyspark_jars),
-    )
+    target = spark_kafka_dir(home)
+    try:
+        libs = maven_install(
+            f"Spark's Kafka connector {version}",
+            POM.read_text(encoding="utf-8"),
+            target,
+            {"spark.version": version, "spark.token.version": version},
+            f"spark-sql-kafka-0-10_2.13-{version}.jar",
+            prune=lambda jars: _drop_jars_pyspark_ships(jars, pyspark_jars),
+        )
+    except LocalClusterError as exc:
+        if _unpublished(target.parent / f"install-{target.name}.log", version):
+            raise ConnectorUnavailable(version) from exc
+        raise
     return sorted(libs.glob("*.jar"))
+
+
+class ConnectorUnavailable(Exception):
+    """Maven Central has no Kafka connector of the running pyspark's release."""
+
+    def __init__(self, version: str) -> None:
+        super().__init__(
+            f"Spark's Kafka connector {version} (org.apache.spark:spark-sql-kafka-0-10_2.13 "
+            f"and spark-token-provider-kafka-0-10_2.13) is not on Maven Central, so the "
+            f"Structured Streaming contender cannot run on pyspark {version}; leave it out "
+            "with --only, or benchmark it in an environment whose pyspark has a published "
+            "connector (docs/dependencies.md)"
+        )
+
+
+def _unpublished(maven_log: Path, version: str) -> bool:
+    """Whether Maven's output says a Spark artifact of ``version`` does not exist (rather
+    than that Maven Central could not be reached)."""
+    try:
+        text = maven_log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    missing = rf"org\.apache\.spark:spark-[\w.-]+:jar:{re.escape(version)} was not found in"
+    return re.search(missing, text) is not None
 
 
 def _artifact(jar_name: str) -> str:
@@ -129,7 +163,10 @@ class SparkStructuredStreaming(Contender):
     keeps_timestamps: bool = False
 
     def setup(self) -> None:
-        self.jars = ensure_spark_kafka_installed()
+        try:
+            self.jars = ensure_spark_kafka_installed()
+        except ConnectorUnavailable as exc:
+            raise SystemExit(f"error: {self.key}: {exc}") from None
         self.keeps_timestamps = connector_writes_timestamps(self.jars)
         if not self.keeps_timestamps:
             print(
@@ -371,7 +408,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.selfcheck:
         return _selfcheck(args.records, args.steady_records)
-    for jar in ensure_spark_kafka_installed():
+    try:
+        jars = ensure_spark_kafka_installed()
+    except ConnectorUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for jar in jars:
         print(jar)
     return 0
 

@@ -7,6 +7,7 @@ Re-running is fine: the demo topics and the demo pipeline's progress are reset e
 
 from __future__ import annotations
 
+import argparse
 import os
 import random
 import subprocess
@@ -72,7 +73,17 @@ def forget_progress() -> None:
     producer.flush(30)
 
 
-def load_sample_data() -> None:
+def scaled(total: int) -> dict[str, int]:
+    """Records per demo topic for ``total`` records in all, in the default's proportions.
+
+    >>> scaled(4_000)
+    {'demo.orders': 2000, 'demo.payments': 600, 'demo.clicks': 1400}
+    """
+    default = sum(RECORDS.values())
+    return {topic: count * total // default for topic, count in RECORDS.items()}
+
+
+def load_sample_data(records: dict[str, int]) -> None:
     admin = AdminClient({"bootstrap.servers": SOURCE})
     for f in admin.create_topics([NewTopic(t, n, 1) for t, n in TOPICS.items()]).values():
         f.result()
@@ -81,7 +92,7 @@ def load_sample_data() -> None:
     )
     rng = random.Random(2026)
     now = int(time.time() * 1000) - 3_600_000
-    for topic, count in RECORDS.items():
+    for topic, count in records.items():
         parts = TOPICS[topic]
         for i in range(count):
             key = f"{topic.split('.')[1][:-1]}-{rng.randrange(50_000)}".encode()
@@ -97,7 +108,7 @@ def load_sample_data() -> None:
                     producer.poll(0.05)
         producer.flush(60)
     console.print(
-        f"[bold]loaded[/bold] {sum(RECORDS.values()):,} records into {len(TOPICS)} topics on the source cluster {SOURCE}"
+        f"[bold]loaded[/bold] {sum(records.values()):,} records into {len(TOPICS)} topics on the source cluster {SOURCE}"
     )
 
 
@@ -149,13 +160,23 @@ def show_result() -> None:
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--records",
+        type=int,
+        default=sum(RECORDS.values()),
+        help="sample records over all demo topics (default: %(default)s)",
+    )
+    args = ap.parse_args()
+    if args.records < len(RECORDS):
+        ap.error(f"--records: expected at least {len(RECORDS)}, got {args.records}")
     console.rule("k2k demo")
     console.print(f"source cluster {SOURCE}  ->  target cluster {TARGET}")
     try:
         reset(AdminClient({"bootstrap.servers": SOURCE}), list(TOPICS))
         reset(AdminClient({"bootstrap.servers": TARGET}), [f"dr.{t}" for t in TOPICS])
         forget_progress()
-        load_sample_data()
+        load_sample_data(scaled(args.records))
     except KafkaException as exc:
         sys.exit(f"error: preparing the demo data failed: {exc}")
     console.print(

@@ -274,7 +274,7 @@ def test_spark_submit_runs_on_executors_with_only_the_shipped_environment(
     imported = [str(p.relative_to(pycache)) for p in pycache.rglob("*.pyc")]
     archive_k2k = f"{str(worker_dir).lstrip('/')}/app-"
     assert any(
-        p.startswith(archive_k2k) and "/env/lib/" in p and "/k2k/pipeline/runner." in p
+        p.startswith(archive_k2k) and "/env/lib/" in p and "/k2k/pipeline/task/runner." in p
         for p in imported
     ), imported
     project = [sys.prefix, str(Path(k2k.__file__).parent)]

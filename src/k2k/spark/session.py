@@ -22,6 +22,7 @@ import logging
 import os
 import re
 import shutil
+import socketserver
 import subprocess
 import sys
 import tempfile
@@ -258,18 +259,29 @@ def stop_spark(sc: SparkContext) -> None:
     process has exited), and the recording published; the next start launches a new JVM."""
     global _recording
     recording, _recording = _recording, None
-    # pyspark would stop its accumulator server in this thread, waiting out a 1 s poll; k2k
-    # uses no accumulators, so it is stopped in the background, after the JVM as before.
     accumulators, sc._accumulatorServer = sc._accumulatorServer, None  # type: ignore[assignment]
     try:
         sc.stop()
     finally:
-        if accumulators is not None:
-            threading.Thread(
-                target=accumulators.shutdown, name="k2k-accumulators", daemon=True
-            ).start()
+        stopping = _stop_accumulator_server(accumulators)
         if recording is not None:
+            if stopping is not None:
+                stopping.join()
             _end_recording_jvm(*recording)
+
+
+def _stop_accumulator_server(server: socketserver.BaseServer | None) -> threading.Thread | None:
+    """Stop pyspark's accumulator server in the background; the thread doing it, if any.
+
+    Its handler reads the JVM's updates and notices a stop only between 1 s polls: should the
+    JVM close the connection meanwhile, it reads end-of-file and prints an ``EOFError``
+    traceback. So the JVM may end only once this thread is done, which takes up to that
+    second; k2k uses no accumulators, so a JVM that outlives this process needs no wait."""
+    if server is None:
+        return None
+    thread = threading.Thread(target=server.shutdown, name="k2k-accumulators", daemon=True)
+    thread.start()
+    return thread
 
 
 def _end_recording_jvm(data: ClassData, proc: subprocess.Popen[bytes]) -> None:
