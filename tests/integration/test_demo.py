@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.integration.conftest import k2k_cli
+from tests.helpers.pipelines import k2k_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 PIPELINE = ROOT / "examples" / "demo-pipeline.yaml"
