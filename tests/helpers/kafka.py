@@ -45,6 +45,7 @@ __all__ = [
     "produce_bulk",
     "produce_transaction",
     "read_all",
+    "when_ready",
 ]
 
 T = TypeVar("T")
@@ -111,6 +112,42 @@ class Rec(NamedTuple):
 
 
 # -- polling -------------------------------------------------------------------------------
+#: Errors a fresh broker or partition answers with for a moment, flagged retriable or not (an
+#: admin result does not always carry librdkafka's retriable flag).
+_NOT_READY_YET = frozenset(
+    {
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+    }
+)
+
+
+def when_ready(fn: Callable[[], T], timeout: float = 30.0) -> T:
+    """``fn()``, called again while it fails with a retriable Kafka error.
+
+    A broker that has just started, or a topic just created, answers retriably for a moment
+    (``COORDINATOR_LOAD_IN_PROGRESS`` while it loads ``__consumer_offsets``,
+    ``NOT_LEADER_FOR_PARTITION`` before its metadata cache knows a new partition's leader);
+    a test's own set-up and read-back wait that out instead of failing on it. Any other
+    error propagates at once.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return fn()
+        except KafkaException as exc:
+            error = kafka_error_of(exc)
+            ready_later = error is not None and (
+                error.retriable() or error.code() in _NOT_READY_YET
+            )
+            if not ready_later or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.2)
+
+
 def eventually(
     fn: Callable[[], T],
     expected: Any = _UNSET,

@@ -19,7 +19,7 @@ from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from k2k.formats import MetricsRecord
-from tests.helpers.kafka import create_topic, eventually, produce, read_all
+from tests.helpers.kafka import create_topic, eventually, produce, read_all, when_ready
 from tests.helpers.pipelines import (
     BASE_TS,
     K2K,
@@ -107,10 +107,14 @@ def cluster_state(
         if mine(t)
         for p in tmd.partitions
     }
-    futures = admin.list_offsets(
-        request, isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=30
-    )
-    ends = {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+
+    def high_watermarks() -> dict[tuple[str, int], int]:
+        futures = admin.list_offsets(
+            request, isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=30
+        )
+        return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+
+    ends = when_ready(high_watermarks)
     listed = admin.list_consumer_groups(request_timeout=30).result().valid
     return ends, {g.group_id for g in listed if mine(g.group_id)}
 

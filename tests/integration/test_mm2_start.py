@@ -10,7 +10,14 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from k2k.formats.checkpoint import Checkpoint
-from tests.helpers.kafka import create_topic, eventually, list_topics, produce, read_all
+from tests.helpers.kafka import (
+    create_topic,
+    eventually,
+    list_topics,
+    produce,
+    read_all,
+    when_ready,
+)
 from tests.helpers.pipelines import BASE_TS, k2k_cli
 
 pytestmark = pytest.mark.integration
@@ -36,9 +43,8 @@ backup.offset.flush.interval.ms = 200
 def _commit(bootstrap: str, group: str, topic: str, positions: dict[int, int]) -> None:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
     try:
-        consumer.commit(
-            offsets=[TopicPartition(topic, p, o) for p, o in positions.items()], asynchronous=False
-        )
+        offsets = [TopicPartition(topic, p, o) for p, o in positions.items()]
+        when_ready(lambda: consumer.commit(offsets=offsets, asynchronous=False))
     finally:
         consumer.close()
 
