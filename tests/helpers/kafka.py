@@ -45,6 +45,7 @@ __all__ = [
     "produce_bulk",
     "produce_transaction",
     "read_all",
+    "transactions_settled",
     "when_ready",
 ]
 
@@ -423,6 +424,23 @@ def produce_bulk(
 
 
 # -- consuming -----------------------------------------------------------------------------
+def transactions_settled(bootstrap: str, topics: Iterable[str], timeout: float = 30.0) -> None:
+    """Wait until no transaction is open on ``topics``: each partition's LSO is its high
+    watermark.
+
+    ``commit_transaction`` returns once the coordinator has logged the commit; the markers
+    that end the transaction on each partition follow asynchronously, and until they land a
+    read_committed snapshot (:func:`read_all`) stops before the transaction's records.
+    """
+    for topic in topics:
+        eventually(
+            lambda t=topic: (
+                end_offsets(bootstrap, t) == end_offsets(bootstrap, t, "read_uncommitted")
+            ),
+            timeout=timeout,
+        )
+
+
 def read_all(
     bootstrap: str, topic: str, isolation: Isolation = "read_committed", timeout: float = 60.0
 ) -> dict[int, list[Rec]]:

@@ -58,6 +58,7 @@ from tests.helpers.kafka import (
     list_topics,
     produce,
     read_all,
+    transactions_settled,
 )
 from tests.helpers.pipelines import k2k_cli
 
@@ -111,6 +112,8 @@ def replicate_with_mappings(
     assert {(o.topic, o.partition, o.committed) for o in summary.partitions} == {
         (r.topic, r.partition, r.end) for r in ranges
     }
+    # What the test reads next must hold the last transaction, markers and all.
+    transactions_settled(clusters.target, [mapping_topic, *routes.values()])
 
 
 def where_landed(clusters, target: str) -> dict[bytes, tuple[int, int]]:
