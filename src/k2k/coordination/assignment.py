@@ -52,6 +52,7 @@ from confluent_kafka import KafkaError, KafkaException, Message
 from k2k.errors import ClusterError, K2KError, Unavailable
 from k2k.formats import (
     AssignmentRecord,
+    CutoverRecord,
     MemberRecord,
     OwnerRecord,
     ReleaseRecord,
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
     from k2k.config.base import Policy
 
 __all__ = [
+    "CUTOVER_MEMBER",
     "TOOL_MEMBER",
     "Assignment",
     "AssignmentView",
@@ -86,10 +88,12 @@ PreviousClaim = tuple[TP, str]
 Verdict = Literal["settled", "fence", "wait"]
 
 
-#: The member name ``k2k offsets`` joins under to write positions: it claims partitions
-#: like a member, but never takes a share of the work (a pipeline of standbys only would
-#: otherwise deal it one).
+#: The member names ``k2k offsets`` (to write positions) and ``k2k cutover`` (to hold every
+#: claim once members stopped) join under: tools claim partitions like members, but never
+#: take a share of the work (a pipeline of standbys only would otherwise deal them one).
 TOOL_MEMBER = "k2k-offsets"
+CUTOVER_MEMBER = "k2k-cutover"
+TOOL_MEMBERS = frozenset({TOOL_MEMBER, CUTOVER_MEMBER})
 
 #: How long a leaving member waits for the target to take its "left" heartbeat. A run
 #: often ends because the target is away; peers take over after ``graceWindow`` without
@@ -127,8 +131,9 @@ def member_name_problem(name: str) -> str | None:
             f"{name!r} is not usable in transactional ids; expected letters, digits, "
             "'.', '_' and '-' (at most 100)"
         )
-    if name == TOOL_MEMBER:
-        return f"{name!r} is reserved for k2k offsets; expected another name"
+    if name in TOOL_MEMBERS:
+        tool = "k2k offsets" if name == TOOL_MEMBER else "k2k cutover"
+        return f"{name!r} is reserved for {tool}; expected another name"
     return None
 
 
@@ -174,6 +179,7 @@ class AssignmentView:
        the first), so it never decreases.
     F. Every record stored is of this view's ``group``; records of other groups change
        nothing.
+    G. ``cutover`` is the newest cut-over record of this group (None before ``k2k cutover``).
 
     Liveness compares record timestamps with ``now_ms`` only, so the view never needs a
     clock of its own and every member computes the same split from the same records.
@@ -188,6 +194,7 @@ class AssignmentView:
         self.owners: dict[TP, OwnerRecord] = {}  # newest claim per partition
         self.unsettled: dict[TP, list[OwnerRecord]] = {}  # claims since the last release
         self.now_ms = 0  # our own newest heartbeat's timestamp: "now" on the topic's clock
+        self.cutover: CutoverRecord | None = None  # k2k cutover's newest record
 
     def apply(self, record: AssignmentRecord, timestamp_ms: int) -> None:
         """Take one record read from the topic, in log order, with its record timestamp."""
@@ -201,6 +208,8 @@ class AssignmentView:
             tp = (record.topic, record.partition)
             self.owners[tp] = record
             self.unsettled.setdefault(tp, []).append(record)
+        elif isinstance(record, CutoverRecord):
+            self.cutover = record
         else:
             self._release(record)
 
@@ -229,8 +238,8 @@ class AssignmentView:
 
     def active_members(self) -> tuple[str, ...]:
         """The members that share the work now: the alive non-standby ones, else standbys
-        (never :data:`TOOL_MEMBER`)."""
-        alive = {m: r for m, r in self.alive().items() if m != TOOL_MEMBER}
+        (never a tool's, :data:`TOOL_MEMBERS`)."""
+        alive = {m: r for m, r in self.alive().items() if m not in TOOL_MEMBERS}
         working = sorted(m for m, r in alive.items() if not r.standby)
         return tuple(working or sorted(alive))
 

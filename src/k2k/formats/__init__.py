@@ -9,7 +9,8 @@ Spark nor the rest of k2k, so such tools can import it alone.
 
 * :mod:`k2k.formats.codec`: canonical JSON and the bad-record policy;
 * :mod:`k2k.formats.progress`: progress records of the commit topic;
-* :mod:`k2k.formats.assignment`: member, owner and release records of the assignment topic;
+* :mod:`k2k.formats.assignment`: member, owner, release and cut-over
+  (:mod:`k2k.formats.cutover`) records of the assignment topic;
 * :mod:`k2k.formats.offset_mapping`: offset-mapping records (one per replicated run);
 * :mod:`k2k.formats.metrics`: metrics records (the ``kafka`` metrics exporter);
 * :mod:`k2k.formats.heartbeat`: MirrorMaker 2's heartbeat records, in MM2's own format;
@@ -37,6 +38,7 @@ from k2k.formats.assignment import (
 )
 from k2k.formats.checkpoint import Checkpoint
 from k2k.formats.codec import dumps_canonical, unreadable
+from k2k.formats.cutover import CutoverRecord
 from k2k.formats.heartbeat import Heartbeat
 from k2k.formats.metrics import MetricsRecord
 from k2k.formats.offset_mapping import OffsetMappingRecord, RunEncoder
@@ -45,6 +47,7 @@ from k2k.formats.progress import ProgressKey, ProgressRecord
 __all__ = [
     "AssignmentRecord",
     "Checkpoint",
+    "CutoverRecord",
     "Heartbeat",
     "MemberRecord",
     "MetricsRecord",

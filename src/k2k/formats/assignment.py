@@ -1,13 +1,15 @@
 """Assignment records: which k2k instance may write which source partition.
 
-The assignment topic holds three kinds of records of one commit group, told apart by the
+The assignment topic holds four kinds of records of one commit group, told apart by the
 key's ``kind``: a *member* record per running k2k instance (its heartbeat), an *owner*
 record per source partition (the newest claim: which member and transactional id may write
 it), and a *release* record per source partition (the claim its owner gave up). Owner and
 release records have separate keys on purpose: a late release can never overwrite a newer
-claim in the compacted log; a release counts only if it names the current claim.
+claim in the compacted log; a release counts only if it names the current claim. The
+fourth, the *cut-over* record (:mod:`k2k.formats.cutover`), tells members that
+``k2k cutover`` moved the pipeline's groups to the target.
 
-Keys carry ``k`` (:attr:`KEY_VERSION`, shared by the three kinds because the kind is read
+Keys carry ``k`` (:attr:`KEY_VERSION`, shared by every kind because the kind is read
 from the key) and values carry ``v`` (each class's ``VERSION``). ``docs/formats.md``
 describes the same fields for other tools.
 
@@ -32,14 +34,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from k2k.errors import ControlRecordError
+from k2k.formats.assignment_base import KEY_VERSION, AssignmentFormat
 from k2k.formats.codec import (
     check_version,
-    dumps_canonical,
     key_family,
     load_object,
     locator,
     unreadable,
 )
+from k2k.formats.cutover import CutoverRecord
 
 if TYPE_CHECKING:
     from confluent_kafka import Message
@@ -54,59 +57,9 @@ __all__ = [
     "read_assignment",
 ]
 
-#: Version of the assignment key format (``k``). Separate from the value versions so that a
-#: new value format keeps the key bytes, which compaction compares.
-KEY_VERSION = 1
-
-
-class _AssignmentFormat:
-    """What the three kinds share: the key layout, the version checks and ``decode``."""
-
-    __slots__ = ()
-
-    KIND: ClassVar[str]
-    VERSION: ClassVar[int]
-
-    @classmethod
-    def decode(cls, key: bytes | None, value: bytes | None, where: str) -> Self:
-        """Decode one record of this kind read at ``where`` (``topic[partition]@offset``).
-
-        Raises :class:`ControlRecordError` naming ``where`` when the record is of another
-        kind, a tombstone, of an unknown version, or malformed.
-        """
-        kind, k = _read_key(key, where)
-        if kind is not cls:
-            raise ControlRecordError(
-                f"{where}: kind {kind.KIND!r} where kind {cls.KIND!r} was expected"
-            )
-        return cls._parse(k, value, where)
-
-    @classmethod
-    def _parse(cls, key: dict[str, Any], value: bytes | None, where: str) -> Self:
-        v = load_object(value, "value", where)
-        check_version(v.get("v"), cls.VERSION, f"{cls.KIND} value", where, "upgrade k2k")
-        try:
-            return cls._from_fields(key, v)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ControlRecordError(f"{where}: malformed assignment record ({exc!r})") from None
-
-    @classmethod
-    def _from_fields(cls, key: dict[str, Any], value: dict[str, Any]) -> Self:
-        """The record from its decoded key and value (KeyError/TypeError/ValueError when a
-        field is missing or of the wrong type)."""
-        raise NotImplementedError
-
-    @classmethod
-    def _key(cls, group: str, **names: Any) -> bytes:
-        return dumps_canonical({"k": KEY_VERSION, "kind": cls.KIND, "group": group, **names})
-
-    @classmethod
-    def _value(cls, **fields: Any) -> bytes:
-        return dumps_canonical({"v": cls.VERSION, **fields})
-
 
 @dataclass(frozen=True, slots=True)
-class MemberRecord(_AssignmentFormat):
+class MemberRecord(AssignmentFormat):
     """A k2k instance of the pipeline, written by its driver every heartbeat interval.
 
     ``state`` is ``alive`` or ``left`` (clean stop: its partitions may be taken at once).
@@ -158,7 +111,7 @@ class MemberRecord(_AssignmentFormat):
 
 
 @dataclass(frozen=True, slots=True)
-class OwnerRecord(_AssignmentFormat):
+class OwnerRecord(AssignmentFormat):
     """The newest claim on one source partition: ``member`` writes it through
     ``transactional_id`` (empty at-least-once). ``claim`` identifies this claim.
 
@@ -214,7 +167,7 @@ class OwnerRecord(_AssignmentFormat):
 
 
 @dataclass(frozen=True, slots=True)
-class ReleaseRecord(_AssignmentFormat):
+class ReleaseRecord(AssignmentFormat):
     """The owner of ``claim`` stopped writing the partition after its last commit."""
 
     KIND: ClassVar[str] = "release"
@@ -247,17 +200,16 @@ class ReleaseRecord(_AssignmentFormat):
         )
 
 
-AssignmentRecord = MemberRecord | OwnerRecord | ReleaseRecord
+AssignmentRecord = MemberRecord | OwnerRecord | ReleaseRecord | CutoverRecord
+_Kind = type[MemberRecord] | type[OwnerRecord] | type[ReleaseRecord] | type[CutoverRecord]
 
 #: The record class of each key ``kind``.
-_KINDS: dict[str, type[MemberRecord] | type[OwnerRecord] | type[ReleaseRecord]] = {
-    cls.KIND: cls for cls in (MemberRecord, OwnerRecord, ReleaseRecord)
+_KINDS: dict[str, _Kind] = {
+    cls.KIND: cls for cls in (MemberRecord, OwnerRecord, ReleaseRecord, CutoverRecord)
 }
 
 
-def _read_key(
-    key: bytes | None, where: str
-) -> tuple[type[MemberRecord] | type[OwnerRecord] | type[ReleaseRecord], dict[str, Any]]:
+def _read_key(key: bytes | None, where: str) -> tuple[_Kind, dict[str, Any]]:
     """The record class the key names, and the decoded key."""
     k = load_object(key, "key", where)
     kind = k.get("kind")
@@ -290,7 +242,7 @@ def decode_assignment(
     group = str(k.get("group"))
     if value is None:
         return group, None
-    return group, cls._parse(k, value, where)
+    return group, cls.parse(k, value, where)
 
 
 def read_assignment(
