@@ -83,10 +83,9 @@ log = logging.getLogger("k2k.assignment")
 
 #: A previous claim a claimant must deal with: (partition, claim id).
 PreviousClaim = tuple[TP, str]
-#: What a claimant does about a previous claim: nothing more (a release settled it), fence
-#: its transactional id now (an earlier runner of this member, or a dead member), or wait.
+#: What a claimant does about a previous claim: nothing more (a release settled it), fence its
+#: transactional id now (an earlier runner of this member, or a dead member), or wait.
 Verdict = Literal["settled", "fence", "wait"]
-
 
 #: The member names ``k2k offsets`` (to write positions) and ``k2k cutover`` (to hold every
 #: claim once members stopped) join under: tools claim partitions like members, but never
