@@ -9,17 +9,15 @@ middle and prefix routing.
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from tests.helpers.eos import mixed_workload
-from tests.helpers.kafka import Rec, create_topic, eventually, produce, read_all
+from tests.helpers.groups import commit_random_positions, failover_reads
+from tests.helpers.kafka import create_topic, eventually, produce, read_all
 from tests.helpers.pipelines import (
     BASE_TS,
     committed_progress,
@@ -69,58 +67,6 @@ def _compacted_with_gaps(bootstrap: str, topic: str) -> None:
     eventually(compacted, expected=True, timeout=120, interval=1.0)
 
 
-def _commit_random_positions(
-    bootstrap: str,
-    groups: list[str],
-    topics: list[str],
-    seed: int,
-    fixed: dict[tuple[str, int], int] | None = None,
-):
-    """Each group stops somewhere on every partition: the start, the end, inside a gap, or
-    at random; the first group at ``fixed`` positions when given. Returns group ->
-    (topic, partition) -> committed offset."""
-    rng = random.Random(seed)
-    recs = {t: read_all(bootstrap, t) for t in topics}
-    out: dict[str, dict[tuple[str, int], int]] = {}
-    for i, group in enumerate(groups):
-        positions = {}
-        for t in topics:
-            for p, rs in recs[t].items():
-                present = {r.offset for r in rs}
-                end = rs[-1].offset + 1 if rs else 0
-                gaps = [o for o in range(end) if o not in present]
-                choices = [0, end, rng.randrange(end + 1)]
-                if gaps:
-                    choices.append(rng.choice(gaps))
-                positions[(t, p)] = (
-                    choices[(i + p) % len(choices)] if i < 2 else rng.choice(choices)
-                )
-        if fixed and i == 0:
-            positions.update(fixed)
-        consumer = Consumer(
-            {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
-        )
-        try:
-            consumer.commit(
-                offsets=[TopicPartition(t, p, o) for (t, p), o in positions.items()],
-                asynchronous=False,
-            )
-        finally:
-            consumer.close()
-        out[group] = positions
-    return out
-
-
-def _target_commits(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
-    return {
-        (tp.topic, tp.partition): tp.offset
-        for tp in result.result().topic_partitions
-        if tp.offset >= 0
-    }
-
-
 def _app_file(tmp_path: Path, clusters, name: str, groups: list[str], mapping_topic: str) -> Path:
     doc = {
         "name": f"{name}-app",
@@ -132,27 +78,6 @@ def _app_file(tmp_path: Path, clusters, name: str, groups: list[str], mapping_to
         "offsetMapping": {"topic": mapping_topic},
     }
     return write_pipeline(tmp_path, doc, "offset-mapping.yaml")
-
-
-def _failover_reads(clusters, group, positions, rename) -> tuple[int, int, int]:
-    """For every source partition the group had a position on: the records the group reads
-    on the target from its translated commit, against those it had not read on the source.
-    Returns (expected records, skipped, read again)."""
-    commits = _target_commits(clusters.target, group)
-    expected_total = skipped = again = 0
-    by_topic: dict[str, dict[int, list[Rec]]] = {}
-    for (topic, part), position in sorted(positions.items()):
-        src = by_topic.setdefault(topic, read_all(clusters.source, topic))
-        target_topic = rename(topic)
-        dst = by_topic.setdefault(f"dst:{target_topic}", read_all(clusters.target, target_topic))
-        assert (target_topic, part) in commits, f"{group}: no commit for {target_topic}[{part}]"
-        expected = [r.value for r in src[part] if r.offset >= position]
-        got = [r.value for r in dst[part] if r.offset >= commits[(target_topic, part)]]
-        expected_total += len(expected)
-        missing = set(expected) - set(got)
-        skipped += len(missing)
-        again += len(got) - len(expected) + len(missing)
-    return expected_total, skipped, again
 
 
 def test_groups_fail_over_exactly_after_exactly_once_replication(
@@ -175,7 +100,7 @@ def test_groups_fail_over_exactly_after_exactly_once_replication(
         create_topic(clusters.target, t, n)
         produce(clusters.target, t, [(p, b"old", b"old-%d" % p, None, None) for p in range(n)] * 4)
     groups = [group_name(f"om{i}") for i in range(GROUPS)]
-    positions = _commit_random_positions(clusters.source, groups, topics, seed=14)
+    positions = commit_random_positions(clusters.source, groups, topics, seed=14)
 
     mapping_topic = f"__k2k_maps-{name}"
     doc = pipeline_dict(
@@ -191,7 +116,7 @@ def test_groups_fail_over_exactly_after_exactly_once_replication(
     assert result.returncode == 0, result.stderr
 
     for group in groups:
-        expected, skipped, again = _failover_reads(clusters, group, positions[group], str)
+        expected, skipped, again = failover_reads(clusters, group, positions[group], str)
         assert (skipped, again) == (0, 0), f"{group}: {skipped} skipped, {again} read again"
         assert expected > 0
 
@@ -260,13 +185,13 @@ def test_groups_fail_over_after_a_kill_9_with_prefix_routing(
     # The first group stops just past the progress of the kill: at-least-once, the records
     # there were copied twice, and the group must continue on the newest copy.
     just_past = {tp: o + 5 for tp, o in at_kill.items()}
-    positions = _commit_random_positions(clusters.source, groups, [topic], 15, just_past)
+    positions = commit_random_positions(clusters.source, groups, [topic], 15, just_past)
     app = _app_file(tmp_path, clusters, name, groups, mapping_topic)
     result = k2k_cli("offset-mapping", "start", "--once", "-f", str(app))
     assert result.returncode == 0, result.stderr
 
     for group in groups:
-        expected, skipped, again = _failover_reads(
+        expected, skipped, again = failover_reads(
             clusters, group, positions[group], lambda t: f"dr.{t}"
         )
         assert skipped == 0, f"{group}: {skipped} of {expected} records skipped"

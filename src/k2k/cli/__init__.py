@@ -14,7 +14,17 @@ from __future__ import annotations
 import click
 
 from k2k import __version__
-from k2k.cli import local, offset_mapping, offsets, package, start, status, validate, verify
+from k2k.cli import (
+    cutover,
+    local,
+    offset_mapping,
+    offsets,
+    package,
+    start,
+    status,
+    validate,
+    verify,
+)
 
 __all__ = ["main"]
 
@@ -31,6 +41,7 @@ for _command in (
     status.status,
     verify.verify,
     offsets.offsets,
+    cutover.cutover,
     offset_mapping.offset_mapping,
     package.package,
     local.local,

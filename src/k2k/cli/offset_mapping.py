@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import click
 
+from k2k.cli.cutover import offset_mapping_report
 from k2k.cli.errorboundary import one_line_errors
 from k2k.cli.logsetup import setup_logging
 from k2k.cli.options import FILES, TELEMETRY, check_telemetry_environment
@@ -78,3 +79,6 @@ def offset_mapping_validate(files: Sequence[str], template_engine: bool) -> None
 
     cfg = load_offset_mapping_app(list(files), templates=template_engine)
     click.echo(render_effective(cfg), nl=False)
+
+
+offset_mapping.add_command(offset_mapping_report)

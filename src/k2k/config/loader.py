@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from k2k.config.errors import dotted, format_validation_error
 from k2k.config.model import PipelineConfig
-from k2k.config.offset_mapping import OffsetMappingAppConfig, app_keys_only
+from k2k.config.offset_mapping import OffsetMappingAppConfig, app_keys_only, pipeline_keys_only
 from k2k.config.placeholders import resolve_tree
 from k2k.errors import ConfigError
 
@@ -222,3 +222,16 @@ def load_offset_mapping_app(
     ``-f pipeline.yaml -f offset-mapping.yaml``.
     """
     return build_offset_mapping_app(_merged(sources), env, templates=templates)
+
+
+def load_migration(
+    sources: Source | Sequence[Source],
+    env: Mapping[str, str] | None = None,
+    *,
+    templates: bool = True,
+) -> tuple[PipelineConfig, OffsetMappingAppConfig]:
+    """The pipeline and the Offset Mapping app's configuration from the same files
+    (``k2k cutover``): each model drops the keys only the other one reads."""
+    data = _merged(sources)
+    pipeline = _validated(PipelineConfig, _resolved(pipeline_keys_only(data), env, templates))
+    return pipeline, build_offset_mapping_app(data, env, templates=templates)

@@ -48,6 +48,7 @@ __all__ = [
     "MetricsKafka",
     "OffsetMappingAppConfig",
     "app_keys_only",
+    "pipeline_keys_only",
 ]
 
 _GUARD_SPELLINGS = {
@@ -251,6 +252,16 @@ _REPLICATOR_KEYS_IN: dict[str, frozenset[str]] = {
     )
     for section in sections
 }
+#: The same the other way round: what only the app reads (``k2k cutover`` reads both).
+_APP_SECTIONS = frozenset(_spellings(OffsetMappingAppConfig) - _spellings(PipelineConfig))
+_APP_KEYS_IN: dict[str, frozenset[str]] = {
+    section: frozenset(_spellings(app) - _spellings(replicator))
+    for replicator, app, sections in (
+        (Features, AppFeatures, ("features",)),
+        (ErrorHandling, AppErrorHandling, ("errorHandling", "error_handling")),
+    )
+    for section in sections
+}
 
 
 def app_keys_only(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -264,8 +275,25 @@ def app_keys_only(data: Mapping[str, Any]) -> dict[str, Any]:
     >>> app_keys_only({"name": "a", "spark": {}, "features": {"exactlyOnce": True, "x": 1}})
     {'name': 'a', 'features': {'x': 1}}
     """
-    result = {k: v for k, v in data.items() if k not in _REPLICATOR_SECTIONS}
-    for section, dropped in _REPLICATOR_KEYS_IN.items():
+    return _without(data, _REPLICATOR_SECTIONS, _REPLICATOR_KEYS_IN)
+
+
+def pipeline_keys_only(data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` without the app-only keys, so the app's overlay serves the replicator's
+    model too (``k2k cutover -f pipeline.yaml -f offset-mapping.yaml``).
+
+    >>> pipeline_keys_only({"name": "a", "groups": {}, "errorHandling": {"onActiveConsumer\
+GroupCommit": "fail", "onControlMessageDeserializationError": "fail"}})
+    {'name': 'a', 'errorHandling': {'onControlMessageDeserializationError': 'fail'}}
+    """
+    return _without(data, _APP_SECTIONS, _APP_KEYS_IN)
+
+
+def _without(
+    data: Mapping[str, Any], sections: frozenset[str], keys_in: Mapping[str, frozenset[str]]
+) -> dict[str, Any]:
+    result = {k: v for k, v in data.items() if k not in sections}
+    for section, dropped in keys_in.items():
         value = result.get(section)
         if isinstance(value, Mapping):
             result[section] = {k: v for k, v in value.items() if k not in dropped}

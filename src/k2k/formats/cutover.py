@@ -79,9 +79,16 @@ class GroupPosition:
     def of_row(cls, row: list[Any]) -> GroupPosition:
         g, t, p, src, tt, tp, tgt, conf, reread = row
         return cls(
-            str(g), str(t), int(p), _opt(src), None if tt is None else str(tt), _opt(tp),
-            _opt(tgt), str(conf), _opt(reread),
-        )  # fmt: skip
+            str(g),
+            str(t),
+            int(p),
+            _opt(src),
+            None if tt is None else str(tt),
+            _opt(tp),
+            _opt(tgt),
+            str(conf),
+            _opt(reread),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +124,18 @@ class PartitionCount:
     @classmethod
     def of_row(cls, row: list[Any]) -> PartitionCount:
         t, p, start, cut, tt, tp, ts, te, sr, tr = row
-        return cls(str(t), int(p), int(start), int(cut), str(tt), int(tp), int(ts), int(te),
-                   int(sr), int(tr))  # fmt: skip
+        return cls(
+            str(t),
+            int(p),
+            int(start),
+            int(cut),
+            str(tt),
+            int(tp),
+            int(ts),
+            int(te),
+            int(sr),
+            int(tr),
+        )
 
 
 @dataclass(frozen=True, slots=True)
