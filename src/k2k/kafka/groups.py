@@ -93,6 +93,8 @@ def committed_offsets(
 class GroupState:
     state: str
     members: int
+    #: The topics assigned to its members now.
+    topics: frozenset[str] = frozenset()
 
     @property
     def active(self) -> bool:
@@ -119,7 +121,13 @@ def group_states(
         members = len(desc.members or [])
         if desc.state not in _IDLE:
             members = max(members, 1)
-        out[group] = GroupState(desc.state.name, members)
+        topics = frozenset(
+            tp.topic
+            for m in desc.members or []
+            if m.assignment is not None
+            for tp in m.assignment.topic_partitions or []
+        )
+        out[group] = GroupState(desc.state.name, members, topics)
     return out
 
 

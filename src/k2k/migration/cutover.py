@@ -118,11 +118,14 @@ class Cutover:
             if any(tp[0] in topics for tp in offsets)
         }
 
-    def refuse_active(self, groups: list[str]) -> None:
-        """A group still consuming on the source would move on after its translation."""
+    def refuse_active(self, topics: set[str]) -> None:
+        """A selected group still consuming the pipeline's topics on the source would move
+        on after its translation: refuse, naming it."""
         admin, timeout = self.reader.source.admin, self.reader.source.timeout_s
+        groups = [g for g in list_groups(admin, timeout) if self.selects(g)]
+        committed = self.source_positions(topics)
         for group, state in sorted(group_states(admin, groups, timeout).items()):
-            if state.active:
+            if state.active and (group in committed or state.topics & topics):
                 raise CutoverRefused(
                     f"group {group!r} is still active on the source ({state.members} "
                     f"member(s), state {state.state}); expected its consumers stopped before "
@@ -184,7 +187,7 @@ class Cutover:
         if rec is not None and rec.done:
             return CutoverReport.of_record(rec, already=True)
         tps = self.partitions() if rec is None else sorted(rec.cut)
-        self.refuse_active(sorted(self.source_positions({t for t, _ in tps})))
+        self.refuse_active({t for t, _ in tps})
         # A pipeline that never ran has none yet: the command may copy everything itself.
         self._assignment_partitions = ensure_control_topics(self.cfg, self.reader.target).assignment
         self.reader = PipelineReader(self.cfg)  # its topic listing predates them
@@ -314,8 +317,8 @@ class Cutover:
     def _groups(self, rec: CutoverRecord) -> CutoverReport:
         """One last translation pass, the report, and the record that says it is done."""
         tps = sorted(rec.cut)
+        self.refuse_active({t for t, _ in tps})
         positions = self.source_positions({t for t, _ in tps})
-        self.refuse_active(sorted(positions))
         rows = self.classify(positions, tps)
         app = self.app
         if self.options.groups is not None:
