@@ -25,6 +25,8 @@ catches each one, so the command line never shows it as itself.
     ├── MembersAlive              [admin.offsets] refused: members of the pipeline are alive
     ├── JoinedDuringWrite         [admin.offsets] written, but a member came alive meanwhile
     ├── NotConfirmed              [admin.offsets] the plan was not confirmed: nothing written
+    ├── CutoverRefused            [migration.cutover] the cut-over cannot go on as asked
+    ├── SourceStillMoving         [migration.cutpoint] the source did not stand still in time
     ├── LocalClusterError         the embedded Kafka installation or brokers misbehave
     ├── PackageError              ``k2k package`` cannot build the executors' environment
     ├── Fenced                    internal [pipeline.task.faults] another owner took the

@@ -14,7 +14,7 @@ from k2k.cli.errorboundary import one_line_errors
 from k2k.cli.logsetup import setup_logging
 from k2k.cli.options import AS_JSON, FILES, echo_report
 from k2k.cli.termination import TEMPLATE_ENGINE
-from k2k.errors import ConfigError, K2KError
+from k2k.errors import ConfigError
 
 if TYPE_CHECKING:
     from k2k.migration.cutover import Cutover
@@ -141,7 +141,11 @@ def cutover(
             return
         if not yes:
             click.echo(_plan(job))
-            raise K2KError("nothing written: add --yes to cut over (or --dry-run for the report)")
+            from k2k.migration.cutover import CutoverRefused
+
+            raise CutoverRefused(
+                "nothing written: add --yes to cut over (or --dry-run for the report)"
+            )
         _finish(job.run(), as_json, allow_lower_bounds)
     finally:
         job.close()

@@ -28,7 +28,7 @@ from k2k.config import PipelineConfig
 from k2k.config.offset_mapping import OffsetMappingAppConfig
 from k2k.coordination.assignment import CUTOVER_MEMBER, TOOL_MEMBERS
 from k2k.coordination.controltopics import assignment_member, ensure_control_topics
-from k2k.errors import K2KError
+from k2k.errors import ClusterError, K2KError
 from k2k.formats.cutover import CutoverRecord
 from k2k.kafka import TP
 from k2k.kafka.factory import build_producer
@@ -242,7 +242,7 @@ class Cutover:
         left = producer.flush(self.timeout_s)
         if left or errors:
             why = errors[0] if errors else f"not acknowledged within {self.timeout_s:g} s"
-            raise K2KError(f"could not write the cut-over record to {topic}: {why}")
+            raise ClusterError(f"could not write the cut-over record to {topic}: {why}")
         log.info("cut-over record: %s", "/".join(rec.steps))
         self.say(f"{rec.steps[-1]}: done")
         return rec

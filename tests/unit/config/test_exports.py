@@ -17,6 +17,7 @@ def test_public_api() -> None:
         "SameTopicName",
         "StaticTopicName",
         "TracingToggles",
+        "load_migration",
         "load_offset_mapping_app",
         "load_pipeline",
         "render_effective",
