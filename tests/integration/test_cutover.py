@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from k2k.formats import CutoverRecord, read_assignment
+from k2k.formats import CutoverRecord, decode_assignment
 from tests.helpers.eos import mixed_workload
 from tests.helpers.groups import commit_random_positions, failover_reads, target_commits
 from tests.helpers.kafka import create_topic, eventually, produce, read_all
@@ -66,35 +66,14 @@ def _report(result: subprocess.CompletedProcess) -> dict:
 
 
 def _cutover_records(target: str, topic: str) -> list[CutoverRecord]:
-    recs = []
+    """Every cut-over record in the assignment topic, in log order per partition."""
+    found = []
     for rs in read_all(target, topic).values():
         for r in rs:
-            read = read_assignment(_Msg(r), "fail", None)  # type: ignore[arg-type]
+            read = decode_assignment(r.key, r.value, f"{topic}@{r.offset}")
             if read is not None and isinstance(read[1], CutoverRecord):
-                recs.append(read[1])
-    return recs
-
-
-class _Msg:
-    """A read record in the shape read_assignment takes."""
-
-    def __init__(self, rec) -> None:
-        self._rec = rec
-
-    def key(self):
-        return self._rec.key
-
-    def value(self):
-        return self._rec.value
-
-    def topic(self):
-        return "assignment"
-
-    def partition(self):
-        return 0
-
-    def offset(self):
-        return self._rec.offset
+                found.append(read[1])
+    return found
 
 
 def _assert_exact_failover(clusters, report: dict, positions, groups) -> None:
@@ -204,3 +183,94 @@ def test_refusals_are_one_line(clusters, tmp_path, topic_name, group_name):
     last = moving.stderr.strip().splitlines()[-1]
     assert last.startswith("error: the source did not stand still within --timeout (4 s): "), last
     assert f"{topic}[0]" in last
+
+
+def _live_producers(clusters, plain: str, txn: str, stop: threading.Event) -> threading.Thread:
+    """Plain records on one topic and transactions (one in three aborted) on the other, until
+    ``stop``; values unique, so a group's reads can be compared record for record."""
+
+    def run() -> None:
+        out = Producer({"bootstrap.servers": clusters.source, "linger.ms": 5})
+        tx = Producer({"bootstrap.servers": clusters.source, "transactional.id": f"live-{txn}"})
+        tx.init_transactions(30)
+        i = 0
+        while not stop.is_set():
+            for j in range(20):
+                out.produce(plain, b"live-%d-%d" % (i, j), b"k%d" % j, j % 3)
+            tx.begin_transaction()
+            for j in range(10):
+                tx.produce(txn, b"live-txn-%d-%d" % (i, j), b"k%d" % j, j % 2)
+            assert tx.flush(30) == 0
+            (tx.abort_transaction if i % 3 == 2 else tx.commit_transaction)(30)
+            out.flush(30)
+            i += 1
+            time.sleep(0.05)  # pacing the load, not synchronisation
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def _partition_reads(clusters, group: str, tp, position: int, report: dict) -> tuple[int, int]:
+    """What ``group`` reads on the target from its translated commit on ``tp``, against what it
+    had not read on the source: (skipped, read again)."""
+    row = next(
+        r for r in report["positions"] if (r["group"], r["topic"], r["partition"]) == (group, *tp)
+    )
+    commits = target_commits(clusters.target, group)
+    assert commits[(row["targetTopic"], row["targetPartition"])] == row["targetOffset"], row
+    src = read_all(clusters.source, tp[0])[tp[1]]
+    dst = read_all(clusters.target, row["targetTopic"])[row["targetPartition"]]
+    expected = [r.value for r in src if r.offset >= position]
+    got = [r.value for r in dst if r.offset >= row["targetOffset"]]
+    missing = set(expected) - set(got)
+    return len(missing), len(got) - len(expected) + len(missing)
+
+
+@pytest.mark.parametrize("eos", [True, False], ids=["exactly-once", "at-least-once"])
+def test_cutover_drill_with_a_live_producer_and_a_running_member(
+    clusters, tmp_path, topic_name, group_name, running_pipeline, eos
+):
+    name = topic_name("cod")
+    topics = _topics(clusters, topic_name)
+    groups = [group_name(f"cod{i}") for i in range(GROUPS)]
+    positions = commit_random_positions(clusters.source, groups, topics, seed=46)
+    path = _pipeline(tmp_path, clusters, name, topics, groups, eos=eos)
+    stop = threading.Event()
+    writer = _live_producers(clusters, *topics, stop)
+    try:
+        member = running_pipeline(path, lambda got: sum(got.values()) > 1000)
+        dry = _cutover(path, "--dry-run", "--json")
+        assert dry.returncode in (0, 1), dry.stderr[-3000:]
+        assert {r["group"] for r in _report(dry)["positions"]} == set(groups)
+        assert _cutover_records(clusters.target, f"__k2k_assign-{name}") == []
+        assert all(not target_commits(clusters.target, g) for g in groups)
+    finally:
+        stop.set()
+        writer.join()
+
+    result = _cutover(path, "--yes", "--json", "--allow-lower-bounds")
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = _report(result)
+    eventually(lambda: member.proc.poll(), expected=0, timeout=60)
+    assert "cut over" in member.output()
+    (record,) = _cutover_records(clusters.target, f"__k2k_assign-{name}")[-1:]
+    assert record.done
+    for c in report["counts"]:
+        assert c["sourceRecords"] == c["targetRecords"], c
+    for group in groups:
+        for tp, position in sorted(positions[group].items()):
+            skipped, again = _partition_reads(clusters, group, tp, position, report)
+            row = next(
+                r
+                for r in report["positions"]
+                if (r["group"], r["topic"], r["partition"]) == (group, *tp)
+            )
+            assert skipped == 0, row
+            if row["confidence"] == "exact":
+                assert again == 0, row
+            else:
+                assert row["confidence"] == "lower-bound" and not eos, row
+                assert row["reread"] is None or again <= row["reread"], row
+    if eos:
+        assert {r["confidence"] for r in report["positions"]} == {"exact"}
