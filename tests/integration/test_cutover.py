@@ -7,6 +7,7 @@ with aborted transactions; three groups stopped at random positions on the sourc
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import threading
 import time
@@ -14,12 +15,13 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
 
 from k2k.formats import CutoverRecord, decode_assignment
 from tests.helpers.eos import mixed_workload
 from tests.helpers.groups import commit_random_positions, failover_reads, target_commits
 from tests.helpers.kafka import create_topic, eventually, produce, read_all
-from tests.helpers.pipelines import BASE_TS, k2k_cli, pipeline_dict, write_pipeline
+from tests.helpers.pipelines import BASE_TS, K2K, k2k_cli, pipeline_dict, write_pipeline
 
 pytestmark = pytest.mark.integration
 
@@ -76,6 +78,13 @@ def _cutover_records(target: str, topic: str) -> list[CutoverRecord]:
     return found
 
 
+def _target_topics(clusters) -> set[str]:
+    """The target's topics but the brokers' own (a reader's group coordinator lookup makes
+    the brokers create ``__consumer_offsets``; no record is written to it)."""
+    topics = AdminClient({"bootstrap.servers": clusters.target}).list_topics(timeout=30).topics
+    return set(topics) - {"__consumer_offsets"}
+
+
 def _assert_exact_failover(clusters, report: dict, positions, groups) -> None:
     for row in report["positions"]:
         assert row["confidence"] == "exact", row
@@ -95,12 +104,12 @@ def test_cutover_without_a_running_member_copies_up_to_the_cut_and_resumes(
     path = _pipeline(tmp_path, clusters, name, topics, groups, eos=True)
 
     # A dry run before anything ran: nothing is written anywhere.
-    before = set(read_all(clusters.target, f"__k2k_assign-{name}"))
+    before = _target_topics(clusters)
     dry = _cutover(path, "--dry-run", "--json")
     assert dry.returncode in (0, 1), dry.stderr[-3000:]
     assert _report(dry)["dryRun"] is True
     assert all(not target_commits(clusters.target, g) for g in groups)
-    assert set(read_all(clusters.target, f"__k2k_assign-{name}")) == before
+    assert _target_topics(clusters) == before  # no control topic created either
 
     # Without --yes: the plan, one line, nothing written.
     plan = _cutover(path)
@@ -274,3 +283,53 @@ def test_cutover_drill_with_a_live_producer_and_a_running_member(
                 assert row["reread"] is None or again <= row["reread"], row
     if eos:
         assert {r["confidence"] for r in report["positions"]} == {"exact"}
+
+
+def test_a_cutover_killed_after_the_drain_resumes_and_ends_with_the_same_report(
+    clusters, tmp_path, topic_name, group_name, running_pipeline
+):
+    """The member is frozen once caught up, so the stop step waits out its grace window:
+    the command is killed there, deterministically, right after it recorded the drain."""
+    name = topic_name("cok")
+    topics = _topics(clusters, topic_name)
+    groups = [group_name(f"cok{i}") for i in range(GROUPS)]
+    positions = commit_random_positions(clusters.source, groups, topics, seed=47)
+    path = _pipeline(tmp_path, clusters, name, topics, groups, eos=True)
+    ends = {
+        (t, p): rs[-1].offset + 1 for t in topics for p, rs in read_all(clusters.source, t).items()
+    }
+    member = running_pipeline(
+        path, lambda got: all(got.get(tp, 0) >= end for tp, end in ends.items())
+    )
+    before = _report(_cutover(path, "--dry-run", "--json", "--no-count"))
+    member.signal_tree(signal.SIGSTOP)
+    assignment = f"__k2k_assign-{name}"
+    command = subprocess.Popen(
+        [*K2K, "cutover", "-f", str(path), "--yes", "--quiet-period", "1s"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        eventually(
+            lambda: any(r.drained for r in _cutover_records(clusters.target, assignment)),
+            expected=True,
+            timeout=120,
+            interval=0.1,
+        )
+    finally:
+        command.kill()
+        command.wait(30)
+        member.signal_tree(signal.SIGCONT)
+    assert _cutover_records(clusters.target, assignment)[-1].steps == ("cut", "drain")
+
+    resumed = _cutover(path, "--yes", "--json")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    report = _report(resumed)
+    assert report["cutover"]["steps"] == ["cut", "drain", "stop", "groups"]
+    assert report["positions"] == before["positions"]
+    _assert_exact_failover(clusters, report, positions, groups)
+    eventually(lambda: member.proc.poll(), expected=0, timeout=60)
+
+    third = _cutover(path, "--yes")
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert third.stdout.startswith(f"pipeline {name}: already cut over at ")
