@@ -241,27 +241,29 @@ def _spellings(model: type[BaseModel]) -> set[str]:
     return keys
 
 
-#: Top-level keys of the replicator's file that the app does not read.
+#: The sections both files have, each model's class of it, and both spellings of its key.
+_SHARED_SECTIONS: tuple[tuple[type[BaseModel], type[BaseModel], tuple[str, ...]], ...] = (
+    (Features, AppFeatures, ("features",)),
+    (ErrorHandling, AppErrorHandling, ("errorHandling", "error_handling")),
+)
+
+
+def _only_in(first: int) -> dict[str, frozenset[str]]:
+    """Per shared section, the keys only the replicator (``first`` 0) or the app (1) reads."""
+    return {
+        section: frozenset(_spellings(models[first]) - _spellings(models[1 - first]))
+        for *models, sections in _SHARED_SECTIONS
+        for section in sections
+    }
+
+
+#: Top-level keys of the replicator's file that the app does not read, and keys inside
+#: shared sections that only the replicator reads.
 _REPLICATOR_SECTIONS = frozenset(_spellings(PipelineConfig) - _spellings(OffsetMappingAppConfig))
-#: Keys inside shared sections (both spellings of the section) that only the replicator reads.
-_REPLICATOR_KEYS_IN: dict[str, frozenset[str]] = {
-    section: frozenset(_spellings(replicator) - _spellings(app))
-    for replicator, app, sections in (
-        (Features, AppFeatures, ("features",)),
-        (ErrorHandling, AppErrorHandling, ("errorHandling", "error_handling")),
-    )
-    for section in sections
-}
+_REPLICATOR_KEYS_IN = _only_in(0)
 #: The same the other way round: what only the app reads (``k2k cutover`` reads both).
 _APP_SECTIONS = frozenset(_spellings(OffsetMappingAppConfig) - _spellings(PipelineConfig))
-_APP_KEYS_IN: dict[str, frozenset[str]] = {
-    section: frozenset(_spellings(app) - _spellings(replicator))
-    for replicator, app, sections in (
-        (Features, AppFeatures, ("features",)),
-        (ErrorHandling, AppErrorHandling, ("errorHandling", "error_handling")),
-    )
-    for section in sections
-}
+_APP_KEYS_IN = _only_in(1)
 
 
 def app_keys_only(data: Mapping[str, Any]) -> dict[str, Any]:
