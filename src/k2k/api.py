@@ -22,7 +22,7 @@ import functools
 import os
 import signal
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
@@ -69,6 +69,9 @@ class Replicator:
     when the run returns. The executors of a session you pass need k2k importable (docs/spark.md).
     ``on_progress``: called on the driver about twice a second with the live statistics
     (keep it quick: it runs in the loop that watches the lease).
+    ``start_at``: where each source partition without committed progress starts, instead
+    of ``auto.offset.reset``; a partition not in it starts at its earliest offset (the
+    reverse run's fork point, ``k2k start --reverse``: docs/operations.md#failback).
 
     Signals: k2k installs no handler. PySpark does: a SparkContext started on the main
     thread replaces SIGINT's handler with one that cancels every Spark job and raises
@@ -92,6 +95,7 @@ class Replicator:
         telemetry: bool = False,
         spark: SparkSession | SparkContext | None = None,
         on_progress: Callable[[PipelineStats], None] | None = None,
+        start_at: Mapping[tuple[str, int], int] | None = None,
     ) -> None:
         problem = None if instance is None else member_name_problem(instance)
         if problem is not None:
@@ -111,6 +115,7 @@ class Replicator:
             member=instance,
             standby=standby,
             telemetry=telemetry,
+            start_at=start_at,
         )
         self._planner: Planner | None = None
         self._stop_requested = False

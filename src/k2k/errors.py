@@ -27,6 +27,7 @@ catches each one, so the command line never shows it as itself.
     ├── NotConfirmed              [admin.offsets] the plan was not confirmed: nothing written
     ├── CutoverRefused            [migration.cutover] the cut-over cannot go on as asked
     ├── SourceStillMoving         [migration.cutpoint] the source did not stand still in time
+    ├── NoForkPoint               [migration.fork] a reverse run found no finished cut-over
     ├── LocalClusterError         the embedded Kafka installation or brokers misbehave
     ├── PackageError              ``k2k package`` cannot build the executors' environment
     ├── Fenced                    internal [pipeline.task.faults] another owner took the

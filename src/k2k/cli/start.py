@@ -52,6 +52,14 @@ __all__ = ["start"]
     help="Take no partitions while another (non-standby) instance of the pipeline is alive; "
     "take them all over when none is (active/standby pairs).",
 )
+@click.option(
+    "--reverse",
+    is_flag=True,
+    help="Run the pipeline the other way (failback): the target topics it replicated are "
+    "copied back to the source under their original names, from the fork point the last "
+    "k2k cutover recorded; control topics on the source, commit group <group>-reverse. "
+    "k2k validate --reverse prints the reversed pipeline (docs/operations.md#failback).",
+)
 @TELEMETRY
 @click.option(
     "--spark-log-level",
@@ -79,6 +87,7 @@ def start(
     until_caught_up: bool,
     instance: str | None,
     standby: bool,
+    reverse: bool,
     telemetry: bool,
     spark_log_level: str | None,
     verbose: int,
@@ -98,10 +107,14 @@ def start(
     from k2k.config import load_pipeline
 
     one_source(files, mm2_file)
+    if reverse and mm2_file is not None:
+        raise click.UsageError("--reverse takes -f files, not --mm2")
     setup_logging(verbose, quiet=logging.INFO)
     options = _StartOptions(until_caught_up, instance, standby, telemetry, spark_log_level)
     if mm2_file is None:
         cfg = load_pipeline(list(files), templates=template_engine)
+        if reverse:
+            cfg, options = _reversed(cfg, options)
     else:
         engine = "enabled" if template_engine else "disabled"
         passthrough = [*options.passthrough(), *["-v"] * verbose, "-g", engine]
@@ -121,6 +134,8 @@ class _StartOptions:
     standby: bool
     telemetry: bool
     spark_log_level: str | None
+    #: Start offsets of partitions without progress (--reverse: the fork point).
+    start_at: dict[tuple[str, int], int] | None = None
 
     def passthrough(self) -> list[str]:
         """These options again, for a flow's child process."""
@@ -130,6 +145,24 @@ class _StartOptions:
         args += ["--telemetry"] if self.telemetry else []
         level = self.spark_log_level
         return args + (["--spark-log-level", level] if level is not None else [])
+
+
+def _reversed(cfg: PipelineConfig, options: _StartOptions) -> tuple[PipelineConfig, _StartOptions]:
+    """The reversed pipeline and the options that start it at the fork point."""
+    import dataclasses
+
+    from k2k.migration.reverse import prepare_reverse
+
+    reversed_cfg, fork = prepare_reverse(cfg)
+    assert fork is not None  # prepare_reverse refuses without one
+    logging.getLogger("k2k.reverse").info(
+        "reverse of %s (commit group %s): %d topics back from the fork of %r",
+        cfg.name,
+        reversed_cfg.commit_group,
+        len(reversed_cfg.replication.source.topic),
+        fork,
+    )
+    return reversed_cfg, dataclasses.replace(options, start_at=fork.offsets)
 
 
 def _mm2_pipeline(
@@ -180,6 +213,7 @@ def _run_pipeline(cfg: PipelineConfig, options: _StartOptions) -> None:
         standby=options.standby,
         telemetry=options.telemetry,
         on_progress=display,
+        start_at=options.start_at,
     )
     # replicator.stop is signal-safe; the replicator keeps this handler when Spark starts.
     with on_stop_signals(stop_then_exit(replicator.stop)):

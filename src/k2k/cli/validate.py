@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
 
 from k2k.cli.errorboundary import one_line_errors
 from k2k.cli.options import CLUSTERS, FILES_OR_MM2, MM2, clusters_list, one_source
 from k2k.cli.termination import TEMPLATE_ENGINE
+
+if TYPE_CHECKING:
+    from k2k.config import PipelineConfig
 
 __all__ = ["validate"]
 
@@ -24,6 +28,12 @@ __all__ = ["validate"]
     "step by step (DNS, TCP, TLS, SASL, metadata, topics and ACLs; one line each, writing "
     "nothing): what features.checkKafkaConnectionOnStartup runs when k2k start cannot connect.",
 )
+@click.option(
+    "--reverse",
+    is_flag=True,
+    help="Print the reversed pipeline k2k start --reverse runs (reads the topic names on "
+    "the target, and the fork point, shown as a comment; writes nothing).",
+)
 @TEMPLATE_ENGINE
 @one_line_errors
 def validate(
@@ -31,6 +41,7 @@ def validate(
     mm2_file: str | None,
     clusters: str | None,
     check: bool,
+    reverse: bool,
     template_engine: bool,
 ) -> None:
     """Load, merge and validate the pipeline; print the effective configuration.
@@ -51,6 +62,11 @@ def validate(
         _print_mm2(mm2_file, clusters, template_engine)
         return
     cfg = load_pipeline(list(files), templates=template_engine)
+    if reverse:
+        if check:
+            raise click.UsageError("--check and --reverse: check the reversed pipeline's file")
+        _print_reverse(cfg)
+        return
     if not check:
         click.echo(render_effective(cfg), nl=False)
         return
@@ -76,3 +92,14 @@ def _print_mm2(mm2_file: str, clusters: str | None, template_engine: bool) -> No
     for flow in mm2.flows:
         flow_config(mm2, flow, templates=template_engine)
     click.echo(render_flows(mm2), nl=False)
+
+
+def _print_reverse(cfg: PipelineConfig) -> None:
+    """The reversed pipeline, headed by the fork point it would start from."""
+    from k2k.config import render_effective
+    from k2k.migration.reverse import prepare_reverse
+
+    reversed_cfg, fork = prepare_reverse(cfg, need_fork=False)
+    where = f"{fork!r}" if fork is not None else "none recorded: k2k start --reverse refuses"
+    click.echo(f"# reverse of {cfg.name}; fork point: {where}")
+    click.echo(render_effective(reversed_cfg), nl=False)

@@ -7,7 +7,8 @@ records and stop once it says the pipeline is drained (:attr:`CutoverRecord.drai
 
 Steps, in order (:data:`STEPS`): ``cut`` (the source end offsets stood still, ``cut`` holds
 them), ``drain`` (committed progress reached the cut everywhere), ``stop`` (every member
-stopped and the command holds every claim; ``targetEnds`` holds the target end offsets then),
+stopped and the command holds every claim; ``targetEnds`` holds the end offsets then of every
+partition of the target topics the cut's topics go to: the fork point of a reverse run),
 ``groups`` (the groups were translated and committed; ``positions`` and ``counts`` are the
 report). ``docs/formats.md`` describes the fields for other tools.
 
@@ -151,7 +152,7 @@ class CutoverRecord(AssignmentFormat):
     steps: tuple[str, ...]
     #: Source partition -> its end offset at the cut (the next offset k2k would copy).
     cut: dict[TP, int]
-    #: Target partition -> its end offset once every member stopped.
+    #: Target partition -> its end offset once every member stopped (the fork point).
     target_ends: dict[TP, int]
     positions: tuple[GroupPosition, ...]
     counts: tuple[PartitionCount, ...]

@@ -215,7 +215,8 @@ class Cutover:
             rec = self._write(rec.with_step("drain", _now_ms()))
         if "stop" not in rec.steps:
             self._stop_and_hold(rec.cut)
-            rec = self._write(rec.with_step("stop", _now_ms(), target_ends=self._target_ends()))
+            ends = self._target_ends(rec.cut)
+            rec = self._write(rec.with_step("stop", _now_ms(), target_ends=ends))
         return self._groups(rec)
 
     def _write(self, rec: CutoverRecord) -> CutoverRecord:
@@ -310,8 +311,15 @@ class Cutover:
                 (out[tp],) = index.targets
         return out
 
-    def _target_ends(self) -> dict[TP, int]:
-        targets = sorted(set(self._targets().values()))
+    def _target_ends(self, cut: dict[TP, int]) -> dict[TP, int]:
+        """The end offset of every partition of the target topics the cut's topics go to
+        (the fork point of a reverse run, :mod:`k2k.migration.fork`): also the partitions
+        k2k never wrote to, so records written there after the cut-over are known as new."""
+        router = self.cfg.topic_router()
+        names = {router.route(t) for t, _ in cut} - {None}
+        on_target = self.reader.target.topics()
+        routed = {(n, p) for n in names if n in on_target for p in range(on_target[n].partitions)}
+        targets = sorted(set(self._targets().values()) | routed)
         return self.reader.target.offsets(targets, "latest", committed_only=False)
 
     def _groups(self, rec: CutoverRecord) -> CutoverReport:

@@ -19,7 +19,9 @@ Runs on: driver, once at start and at every lease boundary (plus a cheap check e
    :mod:`k2k.pipeline.driver.services.configsync`);
 5. resolves a start offset for partitions without progress: ``auto.offset.reset`` for the
    topics of the first pass and new topics, the earliest offset for partitions added to a
-   topic already replicated (their records must not be skipped).
+   topic already replicated (their records must not be skipped); a run given start offsets
+   (``start_at``: the reverse run's fork point) takes those instead
+   (:func:`~k2k.pipeline.driver.positions.starts_at`).
 
 docs/operations.md#topic-lifecycle says the same for operators.
 """
@@ -33,7 +35,7 @@ from k2k.config import PipelineConfig
 from k2k.errors import K2KError, ReplicationError, TopicError
 from k2k.kafka import TP
 from k2k.kafka.admin import ClusterView, TopicInfo
-from k2k.pipeline.driver.positions import StartPositions
+from k2k.pipeline.driver.positions import StartPositions, starts_at
 from k2k.schemamapping import schema_transforms
 from k2k.stages import TopicPlan, TopicRouter, compile_topic_plans
 from k2k.stages.bidirectional import LoopMarker, loop_marker
@@ -51,8 +53,10 @@ class Discovery:
     :meth:`plans` the compiled plans of those topics, for the lease spec.
     """
 
-    def __init__(self, cfg: PipelineConfig) -> None:
+    def __init__(self, cfg: PipelineConfig, start_at: Mapping[TP, int] | None = None) -> None:
         self.cfg = cfg
+        #: Start offsets for partitions without progress, given by the caller (step 5).
+        self.start_at = start_at
         self.router: TopicRouter = cfg.topic_router()
         self.selection = cfg.topic_selection()
         self.source = ClusterView.of(cfg.source)
@@ -457,12 +461,32 @@ class Discovery:
         replicated = {t for t in selected if t in self.selected} | {
             t for t, _ in positions.has_progress if t in selected
         }
+        if self.start_at is not None and missing:
+            self._start_given(missing, positions)
+            return
         grown = [tp for tp in missing if tp[0] in replicated]
         fresh = [tp for tp in missing if tp[0] not in replicated]
         if grown:
             positions.add_initial(self.source.offsets(grown, "earliest"))
         if fresh:
             positions.add_initial(self.source.offsets(fresh, self.cfg.start_offset_kind()))
+
+    def _start_given(self, missing: list[TP], positions: StartPositions) -> None:
+        """Step 5 for a run given its start offsets: records lost to retention since follow
+        ``errorHandling.onSourceRecordsLost``."""
+        assert self.start_at is not None
+        earliest = self.source.offsets(missing, "earliest")
+        latest = self.source.offsets(missing, "latest", committed_only=False)
+        starts, lost = starts_at(self.start_at, missing, earliest, latest)
+        if lost:
+            ranges = ", ".join(f"{t}[{p}]@{a}..{b - 1}" for (t, p), (a, b) in sorted(lost.items()))
+            what = f"records {ranges} were deleted by retention before they were replicated"
+            if self.cfg.error_handling.on_source_records_lost != "continue":
+                raise ReplicationError(
+                    f"{what}; set errorHandling.onSourceRecordsLost: continue to go on without them"
+                )
+            log.warning("%s", what)
+        positions.add_initial(starts)
 
 
 class _Seen:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from k2k.config import PipelineConfig
@@ -39,6 +39,7 @@ from k2k.errors import (
     TopicError,
     Unavailable,
 )
+from k2k.kafka import TP
 from k2k.observability.stats import PipelineStats
 from k2k.pipeline.driver.lease import LeaseJob
 from k2k.pipeline.driver.planning import PlanningState
@@ -72,6 +73,7 @@ class Planner:
         member: str | None = None,
         standby: bool = False,
         telemetry: bool = False,
+        start_at: Mapping[TP, int] | None = None,
     ) -> None:
         """Runs on: driver. Connects nothing yet: :meth:`run` does.
 
@@ -81,7 +83,10 @@ class Planner:
         runs (and keeps it).
         ``member``: this process's name in the assignment topic (default host-pid);
         ``standby``: take partitions only while no other member is alive;
-        ``telemetry``: export metrics (k2k.metrics, chosen by ``OTEL_*`` variables)."""
+        ``telemetry``: export metrics (k2k.metrics, chosen by ``OTEL_*`` variables);
+        ``start_at``: where partitions without progress start, instead of
+        ``auto.offset.reset`` (the reverse run's fork point; see
+        :func:`~k2k.pipeline.driver.positions.starts_at`)."""
         self.cfg = cfg
         self.options = RunOptions(
             member=member or default_member_name(),
@@ -91,6 +96,7 @@ class Planner:
             after_spark_start=after_spark_start,
             standby=standby,
             telemetry=telemetry,
+            start_at=start_at,
         )
         #: What the planner plans by; the statistics (and the display) read it.
         self.planning = PlanningState()

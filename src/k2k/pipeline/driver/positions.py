@@ -24,7 +24,7 @@ from k2k.kafka.admin import TopicInfo
 from k2k.observability.stats import PipelineStats
 from k2k.pipeline.plan import PartitionRange, RunnerSummary
 
-__all__ = ["StartPositions"]
+__all__ = ["StartPositions", "starts_at"]
 
 # The planner's logger: these lines were always the planner's, and operators filter on it.
 log = logging.getLogger("k2k.planner")
@@ -132,3 +132,36 @@ class StartPositions:
             if s.error:
                 errors.append(s.error)
         return errors
+
+
+def starts_at(
+    given: Mapping[TP, int],
+    partitions: Iterable[TP],
+    earliest: Mapping[TP, int],
+    latest: Mapping[TP, int],
+) -> tuple[dict[TP, int], dict[TP, tuple[int, int]]]:
+    """Start offsets of partitions without progress when the run was given them (the
+    reverse run's fork point, :mod:`k2k.migration.fork`), and the ranges lost meanwhile.
+
+    A partition in ``given`` starts at its offset. One not in it starts at its earliest
+    offset: the fork records every partition there was, so this one was added since and
+    all of it is new. One whose end (``latest``, uncommitted included) is below its offset
+    was created again since the fork: all of it is new too. One whose earliest offset is
+    past its offset lost ``(offset, earliest)`` to retention and starts at the earliest.
+
+    >>> starts_at({("t", 0): 5, ("t", 1): 9, ("t", 2): 1}, [("t", 0), ("t", 1), ("t", 2), ("t", 3)],
+    ...           {("t", 0): 0, ("t", 1): 0, ("t", 2): 4, ("t", 3): 0},
+    ...           {("t", 0): 8, ("t", 1): 3, ("t", 2): 6, ("t", 3): 2})
+    ({('t', 0): 5, ('t', 1): 0, ('t', 2): 4, ('t', 3): 0}, {('t', 2): (1, 4)})
+    """
+    starts: dict[TP, int] = {}
+    lost: dict[TP, tuple[int, int]] = {}
+    for tp in partitions:
+        at = given.get(tp)
+        if at is None or at > latest[tp]:
+            starts[tp] = earliest[tp]
+        else:
+            starts[tp] = max(at, earliest[tp])
+            if at < earliest[tp]:
+                lost[tp] = (at, earliest[tp])
+    return starts, lost

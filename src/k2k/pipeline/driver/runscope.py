@@ -21,7 +21,7 @@ import contextlib
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -29,6 +29,7 @@ from k2k.config import PipelineConfig
 from k2k.coordination.assignment import StandDown
 from k2k.coordination.controltopics import ControlTopics, ensure_control_topics
 from k2k.coordination.progress import ProgressStore
+from k2k.kafka import TP
 from k2k.kafka.diagnose import diagnosed_on_failure
 from k2k.observability.reachability import ClusterWatch
 from k2k.observability.stats import PipelineStats
@@ -70,6 +71,8 @@ class RunOptions:
     after_spark_start: Callable[[], None] | None = None
     standby: bool = False
     telemetry: bool = False
+    #: Start offsets for partitions without progress (the reverse run's fork point).
+    start_at: Mapping[TP, int] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,7 +109,7 @@ def open_run(
 ) -> Iterator[RunScope]:
     """Runs on: driver. Prepare one run into ``planning`` and ``stats`` and yield its scope;
     everything opened is closed when the ``with`` block ends, also on errors."""
-    discovery = Discovery(cfg)
+    discovery = Discovery(cfg, options.start_at)
     syncs = _syncs(cfg, discovery)  # their intervals count from now
     views = {"source": discovery.source, "target": discovery.target}
     watch = ClusterWatch(views)
