@@ -45,7 +45,7 @@ The rules (docs/operations.md#failback-the-reverse-pipeline says the same for op
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from k2k.config import PipelineConfig
@@ -63,7 +63,14 @@ from k2k.errors import ConfigError
 from k2k.kafka.admin import ClusterView
 from k2k.migration.fork import ForkPoint, NoForkPoint, fork_point
 
-__all__ = ["CONNECTION_KEYS", "SUFFIX", "prepare_reverse", "reverse_pipeline", "reverse_routes"]
+__all__ = [
+    "CONNECTION_KEYS",
+    "SUFFIX",
+    "check_reversible",
+    "prepare_reverse",
+    "reverse_pipeline",
+    "reverse_routes",
+]
 
 #: Appended to the forward commit group to name the reverse run's.
 SUFFIX = "-reverse"
@@ -82,7 +89,7 @@ def _refuse(path: tuple[str | int, ...], what: str, got: Any, expected: str) -> 
     return ConfigError(f"{dotted(path)}: {describe(what, got=got, expected=expected)}")
 
 
-def _inverse(cfg: PipelineConfig) -> Any:
+def _inverse(cfg: PipelineConfig) -> Callable[[str], str | None]:
     """The forward route read backwards: a function target name -> source name (None when
     the name is not one the route produces). Raises ConfigError for a route that does not
     invert."""
@@ -121,6 +128,22 @@ def _inverse(cfg: PipelineConfig) -> Any:
     return lambda name: name  # source, identity
 
 
+def check_reversible(cfg: PipelineConfig) -> Callable[[str], str | None]:
+    """The forward route read backwards (target name -> source name, None for a name the
+    route does not produce); raises ConfigError, one line, for a partitioner or a route
+    that does not invert. Needs no cluster, so it runs before any is asked."""
+    partition = cfg.replication.sink.partition
+    if partition != "source":
+        raise _refuse(
+            ("replication", "sink", "partition"),
+            "cannot run in reverse (a target partition holds records of many source "
+            "partitions, and which one each came from is not recorded)",
+            partition,
+            "source",
+        )
+    return _inverse(cfg)
+
+
 def reverse_routes(cfg: PipelineConfig, target_topics: Iterable[str]) -> dict[str, str]:
     """Forward target topic -> the forward source topic it came from, for every topic of
     ``target_topics`` (the names on the forward target) that the forward pipeline routes
@@ -134,16 +157,7 @@ def reverse_routes(cfg: PipelineConfig, target_topics: Iterable[str]) -> dict[st
     >>> reverse_routes(fwd, ["eu.orders", "eu.payments", "orders", "eu.orders1", "__k2k_assignment"])
     {'eu.orders': 'orders', 'eu.orders1': 'orders1'}
     """
-    partition = cfg.replication.sink.partition
-    if partition != "source":
-        raise _refuse(
-            ("replication", "sink", "partition"),
-            "cannot run in reverse (a target partition holds records of many source "
-            "partitions, and which one each came from is not recorded)",
-            partition,
-            "source",
-        )
-    inverse = _inverse(cfg)
+    inverse = check_reversible(cfg)
     selection, router, policy = cfg.topic_selection(), cfg.topic_router(), cfg.replication_policy()
     routes: dict[str, str] = {}
     for name in sorted(set(target_topics)):
@@ -212,6 +226,7 @@ def prepare_reverse(
     """Runs on: the operator's machine. The reversed pipeline of ``cfg`` (its topics read
     from the forward target) and the forward pipeline's fork point. Raises
     :class:`~k2k.migration.fork.NoForkPoint` when ``need_fork`` and no cut-over finished."""
+    check_reversible(cfg)
     reversed_cfg = reverse_pipeline(cfg, ClusterView.of(cfg.target).topics())
     fork = fork_point(cfg)
     if fork is None and need_fork:
