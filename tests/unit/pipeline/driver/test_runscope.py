@@ -39,7 +39,7 @@ class _View:
 
 
 class _Discovery:
-    def __init__(self, cfg: Any) -> None:
+    def __init__(self, cfg: Any, start_at: Any = None) -> None:
         self.source, self.target = _View(), _View()
         self.recreated: set[str] = set()
         self.on_records_lost = None
