@@ -7,7 +7,7 @@ pipeline and the topic names on the forward target, and returns the reversed
 :class:`~k2k.config.PipelineConfig` (what ``k2k validate --reverse`` prints).
 :func:`prepare_reverse` adds what needs the clusters: those topic names and the fork point.
 
-The rules (docs/operations.md#failback-the-reverse-pipeline says the same for operators):
+The rules (docs/operations.md#failback says the same for operators):
 
 * **Topics.** The reverse run reads the forward target's topics that are the route of a topic
   the forward selection selects, and writes each back under that topic's name. Every
