@@ -28,7 +28,7 @@ from tests.helpers.pipelines import (
 pytestmark = pytest.mark.integration
 
 PREFIX = "eu."
-PARTITIONS = 3
+PARTITIONS = 4
 
 
 def _pipeline(tmp_path: Path, clusters, name: str, topics, **sink) -> Path:
@@ -65,10 +65,18 @@ def test_failback_copies_back_exactly_the_committed_records_written_since_the_cu
     clusters, tmp_path, topic_name, group_name
 ):
     name, topic = topic_name("rv"), topic_name("rv-orders")
-    create_topic(clusters.source, topic, PARTITIONS)
-    mixed_workload(clusters.source, topic, 900, PARTITIONS, seed=3, chunk=100, txn_share=0.5)
-    path = _pipeline(tmp_path, clusters, name, [topic])
     target_topic = PREFIX + topic
+    create_topic(clusters.source, topic, PARTITIONS)
+    # The last source partition stays empty: k2k never writes to its target partition.
+    mixed_workload(clusters.source, topic, 900, PARTITIONS - 1, seed=3, chunk=100, txn_share=0.5)
+    # Records already on the target (not the source's) must not go back either.
+    create_topic(clusters.target, target_topic, PARTITIONS)
+    produce(
+        clusters.target,
+        target_topic,
+        [(p, b"old", b"old", None, None) for p in range(PARTITIONS)] * 2,
+    )
+    path = _pipeline(tmp_path, clusters, name, [topic])
 
     _ok(k2k_cli("start", "-f", str(path), "--until-caught-up"))
     no_group = group_name("none")  # no consumer group to move: the records are the point
