@@ -8,6 +8,7 @@ exactly-once with offset mapping; after `k2k cutover`, applications write to the
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -16,7 +17,15 @@ import pytest
 from k2k.config import load_pipeline
 from k2k.migration.fork import fork_point
 from tests.helpers.eos import mixed_workload
-from tests.helpers.kafka import create_topic, end_offsets, produce, produce_transaction, read_all
+from tests.helpers.groups import commit_random_positions, failover_reads
+from tests.helpers.kafka import (
+    Clusters,
+    create_topic,
+    end_offsets,
+    produce,
+    produce_transaction,
+    read_all,
+)
 from tests.helpers.pipelines import (
     BASE_TS,
     committed_progress,
@@ -127,6 +136,32 @@ def test_failback_copies_back_exactly_the_committed_records_written_since_the_cu
     for p, value in ((1, b"late-1"), (2, b"late-2")):
         assert _contents(again[p][:-1]) == _contents(source_after[p])
         assert (again[p][-1].key, again[p][-1].value) == (b"late", value)
+
+    # Cutting back: a group of the applications on the target moves to the original source,
+    # each partition's next record there being the one it would have read next.
+    group = group_name("rv-app")
+    positions = {(target_topic, p): rs[len(rs) // 2].offset for p, rs in new.items()}
+    commit_random_positions(clusters.target, [group], [target_topic], seed=46, fixed=positions)
+    back = _ok(
+        k2k_cli(
+            "cutover",
+            "-f",
+            str(path),
+            "--reverse",
+            "--yes",
+            "--json",
+            "--quiet-period",
+            "1s",
+            "--groups",
+            group,
+        )
+    )
+    report = json.loads(back.stdout)
+    assert report["cutover"]["steps"] == ["cut", "drain", "stop", "groups"]
+    assert {row["confidence"] for row in report["positions"]} == {"exact"}
+    swapped = Clusters(source=clusters.target, target=clusters.source)
+    expected, skipped, read_again = failover_reads(swapped, group, positions, lambda _t: topic)
+    assert (skipped, read_again) == (0, 0) and expected > 0
 
 
 def test_a_route_that_does_not_invert_is_one_line_exit_2(clusters, tmp_path, topic_name):

@@ -44,6 +44,7 @@ def _open(
     timeout: str,
     count: bool,
     template_engine: bool,
+    reverse: bool = False,
 ) -> Cutover:
     from k2k.config import load_migration
     from k2k.migration.cutover import Cutover, CutoverOptions
@@ -62,7 +63,16 @@ def _open(
             "features.offsetMapping: disabled; expected enabled (a cut-over moves groups "
             "through the offset mappings the pipeline writes)"
         )
-    return Cutover(cfg, app, options, lambda line: click.echo(line, err=True))
+    start_at = None
+    if reverse:
+        from k2k.migration.reverse import prepare_reverse, reverse_app
+
+        # The cut-over of the reversed pipeline: its drain copies from the fork when no
+        # reverse member runs, as k2k start --reverse would.
+        cfg, fork = prepare_reverse(cfg)
+        app = reverse_app(app)
+        start_at = fork.offsets if fork is not None else None
+    return Cutover(cfg, app, options, lambda line: click.echo(line, err=True), start_at)
 
 
 _GROUPS = click.option(
@@ -106,6 +116,12 @@ _ALLOW = click.option(
     help="Print the offset-confidence report as if cut over now; write nothing.",
 )
 @click.option("--yes", is_flag=True, help="Cut over (without it, the plan is printed).")
+@click.option(
+    "--reverse",
+    is_flag=True,
+    help="Cut the reversed pipeline over (failback): move the groups from the target back "
+    "to the source through the mappings k2k start --reverse wrote (docs/operations.md#failback).",
+)
 @AS_JSON
 @_ALLOW
 @_NO_COUNT
@@ -119,6 +135,7 @@ def cutover(
     timeout: str,
     dry_run: bool,
     yes: bool,
+    reverse: bool,
     as_json: bool,
     allow_lower_bounds: bool,
     no_count: bool,
@@ -134,7 +151,7 @@ def cutover(
     every position is exact, 1 with the report otherwise. docs/operations.md#cutting-over.
     """
     setup_logging(verbose)
-    job = _open(files, groups, quiet, timeout, not no_count, template_engine)
+    job = _open(files, groups, quiet, timeout, not no_count, template_engine, reverse)
     try:
         if dry_run:
             _finish(job.dry_run(), as_json, allow_lower_bounds)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from k2k.admin.reader import PipelineReader
@@ -74,8 +74,12 @@ class Cutover:
         app: OffsetMappingAppConfig,
         options: CutoverOptions,
         say: Callable[[str], None],
+        start_at: Mapping[TP, int] | None = None,
     ) -> None:
+        """``start_at``: where the pipeline starts partitions without progress when the
+        command copies up to the cut itself (a reverse pipeline: its fork point)."""
         self.cfg = cfg
+        self.start_at = start_at
         self.app = app
         self.options = options
         self.say = say
@@ -259,7 +263,7 @@ class Cutover:
             self.say("drain: no member of the pipeline is running; copying up to the cut here")
             from k2k.pipeline.driver.planner import Planner
 
-            Planner(self.cfg, until_caught_up=True).run()
+            Planner(self.cfg, until_caught_up=True, start_at=self.start_at).run()
         deadline = time.monotonic() + self.options.timeout_s
         told = 0.0
         while True:

@@ -38,8 +38,9 @@ The rules (docs/operations.md#failback says the same for operators):
   ``name`` stays: the bidirectional marker in ``pipeline`` mode needs the same name both
   ways, and offset mappings are keyed by it on the reverse target.
 * **Features** apply as the file says, in both directions: exactly-once, offset mapping
-  (written on the original source, for a later cut-over back), headers, tracing and the
-  bidirectional marker (docs/operations.md explains when the marker matters).
+  (written on the original source, for ``k2k cutover --reverse``: the cut-over of the
+  reversed pipeline, with :func:`reverse_app`), headers, tracing and the bidirectional
+  marker (docs/operations.md explains when the marker matters).
 """
 
 from __future__ import annotations
@@ -48,9 +49,9 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from k2k.config import PipelineConfig
+from k2k.config import OffsetMappingAppConfig, PipelineConfig
 from k2k.config.errors import describe, dotted
-from k2k.config.loader import build_pipeline
+from k2k.config.loader import build_offset_mapping_app, build_pipeline
 from k2k.config.routing import (
     ExplicitTopicMap,
     PolicyRule,
@@ -68,6 +69,7 @@ __all__ = [
     "SUFFIX",
     "check_reversible",
     "prepare_reverse",
+    "reverse_app",
     "reverse_pipeline",
     "reverse_routes",
 ]
@@ -184,6 +186,35 @@ def _producer_tuning(props: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in props.items() if not CONNECTION_KEYS.fullmatch(k)}
 
 
+def _swapped(fwd: dict[str, Any]) -> dict[str, Any]:
+    """A dumped model (pipeline or Offset Mapping app) with its clusters swapped (the rules
+    of the module doc)."""
+    src, tgt = fwd["source"], fwd["target"]
+    return {
+        **fwd,
+        "source": {
+            **{k: v for k, v in tgt.items() if k != "kafka"},
+            "kafka": {role: tgt["kafka"][role] for role in ("common", "consumer", "admin")},
+        },
+        "target": {
+            **{k: v for k, v in src.items() if k != "kafka"},
+            "kafka": {**src["kafka"], "producer": _producer_tuning(tgt["kafka"]["producer"])},
+        },
+    }
+
+
+def reverse_app(app: OffsetMappingAppConfig) -> OffsetMappingAppConfig:
+    """The Offset Mapping app's configuration for the reverse pipeline (``k2k cutover
+    --reverse``): the clusters swapped as for the pipeline; the groups, the mapping topic
+    (now read on the original source) and the pipeline ``name`` its mappings carry stay."""
+    try:
+        return build_offset_mapping_app(
+            _swapped(app.model_dump(mode="python", by_alias=True)), templates=False
+        )
+    except ConfigError as exc:
+        raise ConfigError([f"reverse: {p}" for p in exc.problems]) from None
+
+
 def reverse_pipeline(cfg: PipelineConfig, target_topics: Iterable[str]) -> PipelineConfig:
     """The forward pipeline ``cfg`` in the other direction (the rules of the module doc);
     ``target_topics``: the topic names on the forward target now. Raises ConfigError, one
@@ -191,16 +222,7 @@ def reverse_pipeline(cfg: PipelineConfig, target_topics: Iterable[str]) -> Pipel
     reversed pipeline has, prefixed ``reverse:``)."""
     routes = reverse_routes(cfg, target_topics)
     fwd = cfg.model_dump(mode="python", by_alias=True)
-    src, tgt = fwd["source"], fwd["target"]
-    data = {**fwd}
-    data["source"] = {
-        **{k: v for k, v in tgt.items() if k != "kafka"},
-        "kafka": {role: tgt["kafka"][role] for role in ("common", "consumer", "admin")},
-    }
-    data["target"] = {
-        **{k: v for k, v in src.items() if k != "kafka"},
-        "kafka": {**src["kafka"], "producer": _producer_tuning(tgt["kafka"]["producer"])},
-    }
+    data = _swapped(fwd)
     identity = isinstance(cfg.replication.sink.topic, SameTopicName) or (
         isinstance(cfg.replication.sink.topic, PolicyRule)
         and cfg.replication.sink.topic.policy == "identity"

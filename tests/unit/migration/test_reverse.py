@@ -10,6 +10,7 @@ import pytest
 from pydantic import SecretStr
 
 from k2k.config import PipelineConfig, load_pipeline
+from k2k.config.loader import deep_merge
 from k2k.config.routing import ExplicitTopicMap, SameTopicName
 from k2k.errors import ConfigError
 from k2k.migration.reverse import check_reversible, reverse_pipeline, reverse_routes
@@ -222,3 +223,19 @@ def test_secrets_travel_with_their_cluster():
     assert rev.target_client("producer")["sasl.password"] == "s3cret"
     assert isinstance(rev.target.kafka.common["sasl.jaas.config"], SecretStr)
     assert "sasl.password" not in rev.source_client("consumer")
+
+
+def test_the_offset_mapping_app_of_the_reverse_swaps_the_clusters_and_keeps_the_groups():
+    from k2k.config import load_migration
+    from k2k.migration.reverse import reverse_app
+
+    data = pipeline(
+        deep_merge(SECURE, {"groups": {"consumerGroups": ["billing"]}}),
+        replication=[{"source": {"topic": "orders.*"}}, {"sink": {"topic": {"prefix": "eu."}}}],
+    )
+    _, app = load_migration([data])
+    rev = reverse_app(app)
+    assert rev.source.bootstrap_servers() == app.target.bootstrap_servers()
+    assert rev.target.bootstrap_servers() == app.source.bootstrap_servers()
+    assert (rev.source.alias, rev.target.alias) == ("B", "A")
+    assert (rev.name, rev.groups, rev.offset_mapping) == (app.name, app.groups, app.offset_mapping)
