@@ -4,7 +4,8 @@ an exactly-once pipeline) reacts.
 
 * a record with step ``cut`` only changes nothing: the member keeps copying;
 * once the record says ``drain`` the running member ends its lease, releases its claims,
-  leaves (``left``) and exits 0 with one line naming the cut-over;
+  leaves (``left``) and exits 0 with one line naming the cut-over; so does a standby
+  beside it (no partitions: it waits idle);
 * a ``k2k start`` after that exits 0 at once with the same line, before Spark, and copies
   nothing, not even records the source received since.
 """
@@ -21,7 +22,7 @@ from k2k.config import load_pipeline
 from k2k.formats import CutoverRecord
 from k2k.kafka.murmur2 import murmur2_partition
 from tests.helpers.eos import eos_pipeline
-from tests.helpers.kafka import create_topic, end_offsets, produce
+from tests.helpers.kafka import create_topic, end_offsets, eventually, produce
 from tests.helpers.pipelines import (
     BASE_TS,
     committed_progress,
@@ -29,6 +30,7 @@ from tests.helpers.pipelines import (
     wait_for_progress,
     write_pipeline,
 )
+from tests.helpers.procs import K2KProcess
 
 pytestmark = pytest.mark.integration
 
@@ -73,10 +75,21 @@ def test_members_stop_once_the_pipeline_is_drained_and_never_start_again(
     produce(clusters.source, t, _records(0, 40))
     doc = eos_pipeline(clusters, name, [t])
     path = write_pipeline(tmp_path, doc)
-    cfg = load_pipeline([path])
-    assignment_topic = cfg.coordination.assignment.topic
-    commit_topic = cfg.coordination.commit.topic
     member = running_pipeline(path, {(t, 0): 20, (t, 1): 20}, "--instance", "member-a")
+    standby = K2KProcess(path, tmp_path / "standby.log", "--instance", "member-s", "--standby")
+    try:
+        eventually(lambda: "Spark started" in standby.output(), timeout=120)
+        _cut_then_drain(clusters, path, t, member, standby)
+    finally:
+        for proc in (member, standby):
+            if proc.proc.poll() is None:
+                proc.kill()
+    _start_after_the_cut_over(clusters, path, t)
+
+
+def _cut_then_drain(clusters, path, t: str, member: K2KProcess, standby: K2KProcess) -> None:
+    cfg = load_pipeline([path])
+    name, assignment_topic = cfg.name, cfg.coordination.assignment.topic
 
     # (c) The cut alone: the member keeps copying up to (and past) it.
     cut = {(t, p): o for p, o in end_offsets(clusters.source, t).items()}
@@ -86,6 +99,7 @@ def test_members_stop_once_the_pipeline_is_drained_and_never_start_again(
     produce(clusters.source, t, _records(40, 10))
     wait_for_progress(path, {(t, 0): 25, (t, 1): 25}, timeout=120)
     assert member.proc.poll() is None, member.output()[-3000:]
+    assert standby.proc.poll() is None, standby.output()[-3000:]
 
     # (a) Drained: the running member stops by itself, cleanly.
     started = time.monotonic()
@@ -98,14 +112,22 @@ def test_members_stop_once_the_pipeline_is_drained_and_never_start_again(
     assert _line(name) in out, out[-3000:]
     assert "host host-cut)" in out
     assert took < STOP_BOUND_S
+    assert standby.proc.wait(STOP_BOUND_S) == 0, standby.output()[-3000:]
+    assert _line(name) in standby.output()
+    assert "ending the lease and stopping" in standby.output()  # it was waiting idle
     status = read_status(cfg)
     states = {m.record.member: m.state for m in status.members}
-    assert states == {"member-a": "left"}, states
+    assert states == {"member-a": "left", "member-s": "left"}, states
     assert all(p.owner and p.owner["released"] for p in status.partitions), status.partitions
     assert status.to_json()["cutover"]["steps"] == ["cut", "drain"]
     assert status.to_json()["cutover"]["host"] == "host-cut"
 
-    # (b) A start after the cut-over: exit 0 at once, nothing copied, even new source records.
+
+def _start_after_the_cut_over(clusters, path, t: str) -> None:
+    """(b) A start after the cut-over: exit 0 at once, nothing copied, even new source
+    records."""
+    cfg = load_pipeline([path])
+    name, commit_topic = cfg.name, cfg.coordination.commit.topic
     produce(clusters.source, t, _records(50, 10))
     target_before = end_offsets(clusters.target, t, "read_uncommitted")
     commit_before = end_offsets(clusters.target, commit_topic, "read_uncommitted")
@@ -119,4 +141,4 @@ def test_members_stop_once_the_pipeline_is_drained_and_never_start_again(
     assert committed_progress(clusters.target, commit_topic, name) == progress_before
     after = read_status(cfg)
     states = {m.record.member: m.state for m in after.members}
-    assert states == {"member-a": "left", "member-b": "left"}, states
+    assert states == {"member-a": "left", "member-s": "left", "member-b": "left"}, states
