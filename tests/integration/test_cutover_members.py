@@ -7,7 +7,8 @@ an exactly-once pipeline) reacts.
   leaves (``left``) and exits 0 with one line naming the cut-over; so does a standby
   beside it (no partitions: it waits idle);
 * a ``k2k start`` after that exits 0 at once with the same line, before Spark, and copies
-  nothing, not even records the source received since.
+  nothing, not even records the source received since; ``Replicator.run`` returns at once
+  with the record in ``stats.cutover``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 import pytest
 from confluent_kafka import Producer
 
+import k2k
 from k2k.admin.status import read_status
 from k2k.config import load_pipeline
 from k2k.formats import CutoverRecord
@@ -139,6 +141,12 @@ def _start_after_the_cut_over(clusters, path, t: str) -> None:
     assert end_offsets(clusters.target, t, "read_uncommitted") == target_before
     assert end_offsets(clusters.target, commit_topic, "read_uncommitted") == commit_before
     assert committed_progress(clusters.target, commit_topic, name) == progress_before
+    # The Python API, --until-caught-up: returns at once, saying why.
+    stats = k2k.Replicator(cfg, instance="member-c").run(until_caught_up=True)
+    assert stats.cutover is not None and stats.cutover.steps == ("cut", "drain")
+    assert (stats.leases, stats.records) == (0, 0)
+    assert end_offsets(clusters.target, t, "read_uncommitted") == target_before
     after = read_status(cfg)
     states = {m.record.member: m.state for m in after.members}
-    assert states == {"member-a": "left", "member-s": "left", "member-b": "left"}, states
+    assert set(states) == {"member-a", "member-s", "member-b", "member-c"}, states
+    assert set(states.values()) == {"left"}, states
