@@ -18,9 +18,9 @@ from k2k.admin.reader import (
     PipelineReader,
     now_ms,
 )
-from k2k.admin.table import ago, table
+from k2k.admin.table import ago, iso, table
 from k2k.config import PipelineConfig
-from k2k.formats import ProgressRecord
+from k2k.formats import CutoverRecord, ProgressRecord
 from k2k.kafka import TP
 
 __all__ = ["PartitionStatus", "PipelineStatus", "read_status"]
@@ -107,6 +107,8 @@ class PipelineStatus:
     observed_at_ms: int
     members: list[MemberState]
     partitions: list[PartitionStatus]
+    #: The commit group's cut-over record (``k2k cutover``), None when it was never cut over.
+    cutover: CutoverRecord | None = None
 
     def totals(self) -> dict[str, Any]:
         """Sums over the partitions; ``maxLagSeconds`` is None when a partition behind has
@@ -142,6 +144,7 @@ class PipelineStatus:
             "membersNotShown": len(self.members) - len(shown),
             "partitions": [p.to_json() for p in self.partitions],
             "totals": self.totals(),
+            "cutover": _cutover_json(self.cutover),
         }
 
     def _member_json(self, m: MemberState) -> dict[str, Any]:
@@ -173,6 +176,7 @@ class PipelineStatus:
             ]
             for m in self.shown_members()
         ]
+        lines += _cutover_lines(self.cutover)
         lines += table(["MEMBER", "STATE", "STANDBY", "HOST", "LAST HEARTBEAT"], members)
         hidden = len(self.members) - len(members)
         if hidden:
@@ -187,6 +191,31 @@ class PipelineStatus:
             f"max lag {lag}, {t['membersAlive']} members alive",
         ]
         return "\n".join(lines)
+
+
+def _cutover_json(rec: CutoverRecord | None) -> dict[str, Any] | None:
+    if rec is None:
+        return None
+    return {
+        "steps": list(rec.steps),
+        "startedAt": rec.started_at_ms,
+        "updatedAt": rec.updated_at_ms,
+        "host": rec.host,
+    }
+
+
+def _cutover_lines(rec: CutoverRecord | None) -> list[str]:
+    """One line under the header once ``k2k cutover`` began: the steps done, when, where.
+
+    >>> rec = CutoverRecord("g", "p", ("cut", "drain"), {}, {}, (), (), 1700000000000,
+    ...                     1700000002000, "host-a")
+    >>> _cutover_lines(rec)
+    ['cut over: cut, drain (started 2023-11-14T22:13:20.000Z by host-a)', '']
+    """
+    if rec is None:
+        return []
+    steps = ", ".join(rec.steps) or "nothing yet"
+    return [f"cut over: {steps} (started {iso(rec.started_at_ms)} by {rec.host or 'unknown'})", ""]
 
 
 def _problem_lines(partitions: list[PartitionStatus]) -> list[str]:
@@ -245,6 +274,7 @@ def read_status(cfg: PipelineConfig, clock: Callable[[], int] = now_ms) -> Pipel
         at_ms,
         assignment.members(at_ms),
         partitions,
+        assignment.view.cutover,
     )
 
 

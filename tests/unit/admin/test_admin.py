@@ -23,7 +23,13 @@ from k2k.admin.status import GONE_AFTER_MS, Lag, PartitionStatus, PipelineStatus
 from k2k.admin.table import table
 from k2k.coordination.assignment import AssignmentView
 from k2k.errors import ConfigError
-from k2k.formats import AssignmentRecord, MemberRecord, OwnerRecord, ReleaseRecord
+from k2k.formats import (
+    AssignmentRecord,
+    CutoverRecord,
+    MemberRecord,
+    OwnerRecord,
+    ReleaseRecord,
+)
 
 GROUP = "g"
 GRACE_MS = 10_000
@@ -111,6 +117,28 @@ def test_positions_the_source_cannot_serve_are_flagged():
     assert "! t[0]: committed position below the source's earliest offset" in text
     assert "(position 3, source 10..20)" in text
     assert "! t[1]: committed position past the source's end" in text
+
+
+def test_status_shows_the_cut_over_once_k2k_cutover_began():
+    plain = status_of([])
+    assert plain.to_json()["cutover"] is None
+    assert "cut over" not in plain.render()
+    rec = CutoverRecord(
+        GROUP, "p", ("cut", "drain", "stop", "groups"), {("t", 0): 4}, {}, (), (),
+        1_700_000_000_000, 1_700_000_060_000, "host-a",
+    )  # fmt: skip
+    parts = plain.partitions
+    doc = PipelineStatus("p", "g", False, GRACE_MS, plain.observed_at_ms, [], parts, rec)
+    assert doc.to_json()["cutover"] == {
+        "steps": ["cut", "drain", "stop", "groups"],
+        "startedAt": 1_700_000_000_000,
+        "updatedAt": 1_700_000_060_000,
+        "host": "host-a",
+    }
+    lines = doc.render().splitlines()
+    assert lines[2] == (
+        "cut over: cut, drain, stop, groups (started 2023-11-14T22:13:20.000Z by host-a)"
+    )
 
 
 def test_members_gone_for_more_than_a_day_are_counted_not_listed():

@@ -11,6 +11,7 @@ from confluent_kafka import Message
 
 from k2k.errors import ControlRecordError
 from k2k.formats import (
+    CutoverRecord,
     MemberRecord,
     OwnerRecord,
     ProgressKey,
@@ -138,6 +139,24 @@ GOLDEN = [
         b'"session":"1700000000000-1a2b3c4d","transactionalId":"","v":1}',
     ),
     (
+        CutoverRecord(
+            "orders-dr",
+            "orders-dr",
+            ("cut",),
+            {("orders", 0): 42},
+            {},
+            (),
+            (),
+            1700000000000,
+            1700000001000,
+            "host-a",
+        ),
+        b'{"group":"orders-dr","k":1,"kind":"cutover"}',
+        b'{"counts":[],"cut":[["orders",0,42]],"host":"host-a","pipeline":"orders-dr",'
+        b'"positions":[],"startedAt":1700000000000,"steps":["cut"],"targetEnds":[],'
+        b'"updatedAt":1700000001000,"v":1}',
+    ),
+    (
         ReleaseRecord("orders-dr", "orders", 3, f"{_SESSION}/7", 1700000300000),
         b'{"group":"orders-dr","k":1,"kind":"release","partition":3,"topic":"orders"}',
         b'{"at":1700000300000,"claim":"1700000000000-1a2b3c4d/7","v":1}',
@@ -258,7 +277,8 @@ def test_a_record_class_refuses_another_kind_and_tombstones():
 
 
 def test_assignment_reprs_are_readable():
-    member, standby, owner, eos_free, release = ASSIGNMENT
+    member, standby, owner, eos_free, cutover, release = ASSIGNMENT
+    assert repr(cutover) == "CutoverRecord(orders-dr: cut at 1700000000000, 1 partitions)"
     assert repr(member) == (
         "MemberRecord(orders-dr: host-a alive, session 1700000000000-1a2b3c4d on host-a, "
         "at 1700000001000)"
