@@ -152,9 +152,9 @@ GOLDEN = [
             "host-a",
         ),
         b'{"group":"orders-dr","k":1,"kind":"cutover"}',
-        b'{"counts":[],"cut":[["orders",0,42]],"host":"host-a","pipeline":"orders-dr",'
-        b'"positions":[],"startedAt":1700000000000,"steps":["cut"],"targetEnds":[],'
-        b'"updatedAt":1700000001000,"v":1}',
+        b'{"counts":[],"cut":[["orders",0,42]],"host":"host-a","mode":"cutover",'
+        b'"pipeline":"orders-dr","positions":[],"recovery":[],"startedAt":1700000000000,'
+        b'"steps":["cut"],"targetEnds":[],"updatedAt":1700000001000,"v":1}',
     ),
     (
         ReleaseRecord("orders-dr", "orders", 3, f"{_SESSION}/7", 1700000300000),
@@ -278,7 +278,7 @@ def test_a_record_class_refuses_another_kind_and_tombstones():
 
 def test_assignment_reprs_are_readable():
     member, standby, owner, eos_free, cutover, release = ASSIGNMENT
-    assert repr(cutover) == "CutoverRecord(orders-dr: cut at 1700000000000, 1 partitions)"
+    assert repr(cutover) == "CutoverRecord(orders-dr: cutover cut at 1700000000000, 1 partitions)"
     assert repr(member) == (
         "MemberRecord(orders-dr: host-a alive, session 1700000000000-1a2b3c4d on host-a, "
         "at 1700000001000)"
