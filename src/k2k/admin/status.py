@@ -1,5 +1,6 @@
 """``k2k status``: who is in the pipeline's commit group, who owns which partition, how far
-each partition is committed and how far behind it is.
+each partition is committed, how far behind it is, and how many foreign records its target
+partition holds (from its progress record).
 
 Runs on: the operator's machine, whether or not the pipeline runs; reads through
 :class:`~k2k.admin.reader.PipelineReader`, so it writes nothing to either cluster. The
@@ -93,6 +94,7 @@ class PartitionStatus:
             "recordsBehind": lag.records,
             "lagSeconds": lag.seconds,
             "problem": lag.problem,
+            "foreignRecords": rec.foreign if rec else 0,
         }
 
 
@@ -123,6 +125,7 @@ class PipelineStatus:
             else max((g.seconds or 0.0 for g in behind), default=0.0),
             "membersAlive": sum(1 for m in self.members if m.state == "alive"),
             "problems": sum(1 for p in self.partitions if p.lag.problem),
+            "foreignRecords": sum(p.progress.foreign for p in self.partitions if p.progress),
         }
 
     def shown_members(self) -> list[MemberState]:
@@ -229,10 +232,18 @@ def _problem_lines(partitions: list[PartitionStatus]) -> list[str]:
                 f"{lag.position}, source {lag.earliest}..{lag.end}); move it with "
                 "k2k offsets set"
             )
+        if p.progress and p.progress.foreign:
+            out.append(
+                f"! {p.topic}[{p.partition}]: {p.progress.foreign} records on its target "
+                "partition were not written by this pipeline (another producer writes to a "
+                "replicated topic; docs/operations.md#foreign-writes-on-the-target)"
+            )
     return ["", *out] if out else []
 
 
-_PARTITION_HEADERS = ["TOPIC", "PARTITION", "OWNER", "COMMITTED", "END", "BEHIND", "LAG"]
+_PARTITION_HEADERS = [
+    "TOPIC", "PARTITION", "OWNER", "COMMITTED", "END", "BEHIND", "LAG", "FOREIGN"
+]  # fmt: skip
 
 
 def _partition_row(p: PartitionStatus) -> list[str]:
@@ -248,6 +259,7 @@ def _partition_row(p: PartitionStatus) -> list[str]:
         "-" if lag.end is None else str(lag.end),
         "-" if lag.records is None else str(lag.records),
         "-" if lag.seconds is None else f"{lag.seconds:.1f} s",
+        str(p.progress.foreign) + " !" if p.progress and p.progress.foreign else "0",
     ]
 
 

@@ -20,6 +20,14 @@ Since the source topic's id was added (optional, so records without it still dec
 b'{"committedAt":1700000000000,"offset":5,"owner":"a","pipeline":"dr","topicId":"Sx1vT5XqQ2aJ0e1b6nWz9g","v":1}'
 >>> ProgressRecord.decode(*rec.encode(), "__k2k_consumer-offsets", 0, 8).topic_id
 'Sx1vT5XqQ2aJ0e1b6nWz9g'
+
+Since foreign writes are counted (optional too, and written only when not zero):
+
+>>> rec = ProgressRecord("dr", "orders", 0, 5, "dr", 1700000000000, foreign=3)
+>>> rec.encode_value()
+b'{"committedAt":1700000000000,"foreign":3,"offset":5,"pipeline":"dr","v":1}'
+>>> ProgressRecord.decode(*rec.encode(), "__k2k_consumer-offsets", 0, 9).foreign
+3
 """
 
 from __future__ import annotations
@@ -34,8 +42,8 @@ from k2k.formats.codec import check_version, dumps_canonical, key_family, load_o
 
 __all__ = ["ProgressKey", "ProgressRecord", "ValueWriter"]
 
-#: Encodes a progress value from (offset, committed-at milliseconds).
-ValueWriter = Callable[[int, int], bytes]
+#: Encodes a progress value from (offset, committed-at milliseconds, foreign records).
+ValueWriter = Callable[[int, int, int], bytes]
 
 # Records under a key of another version are never compacted away by ours: remove them.
 _CLEAN = "upgrade k2k or clean the topic"
@@ -150,6 +158,10 @@ class ProgressRecord:
     #: The source topic's id when the record was written ("" when unknown): a topic deleted
     #: and created again under the same name has a new id, and this progress is not its.
     topic_id: str = ""
+    #: Records found on the target partition this source partition replicates to that the
+    #: pipeline did not write (docs/operations.md#foreign-writes-on-the-target), counted
+    #: since the partition was first replicated; 0 when none (or from older writers).
+    foreign: int = 0
 
     @property
     def key(self) -> ProgressKey:
@@ -170,31 +182,42 @@ class ProgressRecord:
             value["owner"] = self.owner
         if self.topic_id:
             value["topicId"] = self.topic_id
+        if self.foreign:
+            value["foreign"] = self.foreign
         return dumps_canonical(value)
 
     @classmethod
     def value_writer(cls, pipeline: str, owner: str = "", topic_id: str = "") -> ValueWriter:
         """A writer of the values of one partition's progress records: the same bytes as
-        :meth:`encode_value`, with only the offset and the time filled in per record.
+        :meth:`encode_value`, with only the offset, the time and the foreign records filled
+        in per record.
 
         A runner writes a progress record per partition at every commit point, so the fields
         that never change within a lease are encoded once. Canonical JSON sorts the keys, and
-        ``committedAt`` and ``offset`` sort before every other field:
+        ``committedAt``, ``foreign`` and ``offset`` sort before every other field:
 
         >>> write = ProgressRecord.value_writer("dr", "a", "Sx1vT5XqQ2aJ0e1b6nWz9g")
-        >>> write(5, 1700000000000) == ProgressRecord(
+        >>> write(5, 1700000000000, 0) == ProgressRecord(
         ...     "dr", "orders", 0, 5, "dr", 1700000000000, "a", "Sx1vT5XqQ2aJ0e1b6nWz9g"
         ... ).encode_value()
         True
-        >>> ProgressRecord.value_writer("dr")(7, 1)
+        >>> write(5, 1, 2) == ProgressRecord(
+        ...     "dr", "orders", 0, 5, "dr", 1, "a", "Sx1vT5XqQ2aJ0e1b6nWz9g", 2
+        ... ).encode_value()
+        True
+        >>> ProgressRecord.value_writer("dr")(7, 1, 0)
         b'{"committedAt":1,"offset":7,"pipeline":"dr","v":1}'
         """
         fixed = cls("", "", 0, 0, pipeline, 0, owner, topic_id).encode_value()
         head = b'{"committedAt":0,"offset":0,'
         assert fixed.startswith(head), "committedAt and offset must sort first"
-        template = b'{"committedAt":%d,"offset":%d,' + fixed[len(head) :].replace(b"%", b"%%")
+        rest = fixed[len(head) :].replace(b"%", b"%%")
+        template = b'{"committedAt":%d,"offset":%d,' + rest
+        counted = b'{"committedAt":%d,"foreign":%d,"offset":%d,' + rest
 
-        def write(offset: int, committed_at_ms: int) -> bytes:
+        def write(offset: int, committed_at_ms: int, foreign: int) -> bytes:
+            if foreign:
+                return counted % (committed_at_ms, foreign, offset)
             return template % (committed_at_ms, offset)
 
         return write
@@ -223,6 +246,7 @@ class ProgressRecord:
                 int(obj["committedAt"]),
                 str(obj.get("owner", "")),
                 str(obj.get("topicId", "")),
+                int(obj.get("foreign", 0)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ControlRecordError(f"{where}: malformed progress value ({exc!r})") from None

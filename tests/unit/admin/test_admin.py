@@ -28,6 +28,7 @@ from k2k.formats import (
     CutoverRecord,
     MemberRecord,
     OwnerRecord,
+    ProgressRecord,
     ReleaseRecord,
 )
 
@@ -270,3 +271,18 @@ def test_admin_commands_have_help(argv):
     )
     assert result.returncode == 0, result.stderr
     assert "Usage:" in result.stdout and "--help" in result.stdout
+
+
+def test_foreign_records_are_shown_per_partition_with_a_problem_line():
+    progress = ProgressRecord("g", "t", 1, 10, "p", 0, foreign=3)
+    parts = [
+        PartitionStatus("t", 0, True, None, None, Lag(10, 0, 10, 0, 0.0)),
+        PartitionStatus("t", 1, True, None, progress, Lag(10, 0, 10, 0, 0.0)),
+    ]
+    doc = PipelineStatus("p", "g", False, GRACE_MS, 100 * GONE_AFTER_MS, [], parts)
+    assert [p["foreignRecords"] for p in doc.to_json()["partitions"]] == [0, 3]
+    assert doc.totals()["foreignRecords"] == 3 and doc.totals()["problems"] == 0
+    text = doc.render()
+    assert "FOREIGN" in text and "3 !" in text
+    assert "! t[1]: 3 records on its target partition were not written by this pipeline" in text
+    assert "! t[0]" not in text

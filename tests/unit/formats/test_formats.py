@@ -411,10 +411,21 @@ def test_the_run_encoder_writes_the_record_bytes(pipeline, topic, target):
 )
 def test_a_value_writer_writes_the_bytes_encode_value_writes(pipeline, owner, topic_id):
     write = ProgressRecord.value_writer(pipeline, owner, topic_id)
-    for offset, at in ((0, 0), (42, 1700000000000), (2**62, 1)):
-        rec = ProgressRecord("g", "t", 0, offset, pipeline, at, owner, topic_id)
-        assert write(offset, at) == rec.encode_value()
-        assert ProgressRecord.decode_value(rec.key, write(offset, at), "t[0]@1") == rec
+    for offset, at, foreign in ((0, 0, 0), (42, 1700000000000, 3), (2**62, 1, 2**40)):
+        rec = ProgressRecord("g", "t", 0, offset, pipeline, at, owner, topic_id, foreign)
+        assert write(offset, at, foreign) == rec.encode_value()
+        assert ProgressRecord.decode_value(rec.key, write(offset, at, foreign), "t[0]@1") == rec
+
+
+def test_foreign_records_are_optional_in_both_directions():
+    """Values without the count (older writers) read as 0; values with it read by a reader
+    that does not know it are still valid version-1 values (it is an extra field)."""
+    key = ProgressKey("g", "t", 0)
+    old = b'{"committedAt":1,"offset":7,"pipeline":"p","v":1}'
+    assert ProgressRecord.decode_value(key, old, "t[0]@1").foreign == 0
+    new = ProgressRecord("g", "t", 0, 7, "p", 1, foreign=5).encode_value()
+    assert json.loads(new) == {"committedAt": 1, "foreign": 5, "offset": 7, "pipeline": "p", "v": 1}
+    assert ProgressRecord("g", "t", 0, 7, "p", 1).encode_value() == old
 
 
 def test_the_other_groups_filter_skips_only_keys_of_other_groups():
