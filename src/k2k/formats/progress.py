@@ -42,8 +42,9 @@ from k2k.formats.codec import check_version, dumps_canonical, key_family, load_o
 
 __all__ = ["ProgressKey", "ProgressRecord", "ValueWriter"]
 
-#: Encodes a progress value from (offset, committed-at milliseconds, foreign records).
-ValueWriter = Callable[[int, int, int], bytes]
+#: Encodes a progress value from (offset, committed-at milliseconds, foreign records, the
+#: source end seen or None).
+ValueWriter = Callable[[int, int, int, int | None], bytes]
 
 # Records under a key of another version are never compacted away by ours: remove them.
 _CLEAN = "upgrade k2k or clean the topic"
@@ -162,6 +163,10 @@ class ProgressRecord:
     #: pipeline did not write (docs/operations.md#foreign-writes-on-the-target), counted
     #: since the partition was first replicated; 0 when none (or from older writers).
     foreign: int = 0
+    #: The source partition's end offset the runner had seen when it wrote the record (its
+    #: consumer's last stable offset from the last fetch); None when not known. What a
+    #: failover reports as known not replicated is ``end - offset``.
+    end: int | None = None
 
     @property
     def key(self) -> ProgressKey:
@@ -184,41 +189,44 @@ class ProgressRecord:
             value["topicId"] = self.topic_id
         if self.foreign:
             value["foreign"] = self.foreign
+        if self.end is not None:
+            value["end"] = self.end
         return dumps_canonical(value)
 
     @classmethod
     def value_writer(cls, pipeline: str, owner: str = "", topic_id: str = "") -> ValueWriter:
         """A writer of the values of one partition's progress records: the same bytes as
-        :meth:`encode_value`, with only the offset, the time and the foreign records filled
-        in per record.
+        :meth:`encode_value`, with only the offset, the time, the foreign records and the
+        source end filled in per record.
 
         A runner writes a progress record per partition at every commit point, so the fields
         that never change within a lease are encoded once. Canonical JSON sorts the keys, and
-        ``committedAt``, ``foreign`` and ``offset`` sort before every other field:
+        ``committedAt``, ``end``, ``foreign`` and ``offset`` sort before every other field:
 
         >>> write = ProgressRecord.value_writer("dr", "a", "Sx1vT5XqQ2aJ0e1b6nWz9g")
-        >>> write(5, 1700000000000, 0) == ProgressRecord(
+        >>> write(5, 1700000000000, 0, None) == ProgressRecord(
         ...     "dr", "orders", 0, 5, "dr", 1700000000000, "a", "Sx1vT5XqQ2aJ0e1b6nWz9g"
         ... ).encode_value()
         True
-        >>> write(5, 1, 2) == ProgressRecord(
-        ...     "dr", "orders", 0, 5, "dr", 1, "a", "Sx1vT5XqQ2aJ0e1b6nWz9g", 2
+        >>> write(5, 1, 2, 9) == ProgressRecord(
+        ...     "dr", "orders", 0, 5, "dr", 1, "a", "Sx1vT5XqQ2aJ0e1b6nWz9g", 2, 9
         ... ).encode_value()
         True
-        >>> ProgressRecord.value_writer("dr")(7, 1, 0)
-        b'{"committedAt":1,"offset":7,"pipeline":"dr","v":1}'
+        >>> ProgressRecord.value_writer("dr")(7, 1, 0, 8)
+        b'{"committedAt":1,"end":8,"offset":7,"pipeline":"dr","v":1}'
         """
         fixed = cls("", "", 0, 0, pipeline, 0, owner, topic_id).encode_value()
         head = b'{"committedAt":0,"offset":0,'
         assert fixed.startswith(head), "committedAt and offset must sort first"
-        rest = fixed[len(head) :].replace(b"%", b"%%")
-        template = b'{"committedAt":%d,"offset":%d,' + rest
-        counted = b'{"committedAt":%d,"foreign":%d,"offset":%d,' + rest
+        rest = b'"offset":%d,' + fixed[len(head) :].replace(b"%", b"%%")
 
-        def write(offset: int, committed_at_ms: int, foreign: int) -> bytes:
+        def write(offset: int, committed_at_ms: int, foreign: int, end: int | None) -> bytes:
+            out = b'{"committedAt":%d,' % committed_at_ms
+            if end is not None:
+                out += b'"end":%d,' % end
             if foreign:
-                return counted % (committed_at_ms, foreign, offset)
-            return template % (committed_at_ms, offset)
+                out += b'"foreign":%d,' % foreign
+            return out + rest % offset
 
         return write
 
@@ -247,6 +255,7 @@ class ProgressRecord:
                 str(obj.get("owner", "")),
                 str(obj.get("topicId", "")),
                 int(obj.get("foreign", 0)),
+                None if obj.get("end") is None else int(obj["end"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ControlRecordError(f"{where}: malformed progress value ({exc!r})") from None

@@ -58,7 +58,7 @@ class Failover(Cutover):
     def _cut(self) -> CutoverRecord:
         progress = self.reader.progress()
         recovery = tuple(
-            RecoveryPoint(t, p, r.offset, None, r.committed_at_ms)
+            RecoveryPoint(t, p, r.offset, r.end, r.committed_at_ms)
             for (t, p), r in sorted(progress.items())
         )
         now = now_ms()

@@ -411,10 +411,20 @@ def test_the_run_encoder_writes_the_record_bytes(pipeline, topic, target):
 )
 def test_a_value_writer_writes_the_bytes_encode_value_writes(pipeline, owner, topic_id):
     write = ProgressRecord.value_writer(pipeline, owner, topic_id)
-    for offset, at, foreign in ((0, 0, 0), (42, 1700000000000, 3), (2**62, 1, 2**40)):
-        rec = ProgressRecord("g", "t", 0, offset, pipeline, at, owner, topic_id, foreign)
-        assert write(offset, at, foreign) == rec.encode_value()
-        assert ProgressRecord.decode_value(rec.key, write(offset, at, foreign), "t[0]@1") == rec
+    cases = ((0, 0, 0, None), (42, 1700000000000, 3, 50), (2**62, 1, 2**40, 2**62), (5, 1, 0, 5))
+    for offset, at, foreign, end in cases:
+        rec = ProgressRecord("g", "t", 0, offset, pipeline, at, owner, topic_id, foreign, end)
+        value = write(offset, at, foreign, end)
+        assert value == rec.encode_value()
+        assert ProgressRecord.decode_value(rec.key, value, "t[0]@1") == rec
+
+
+def test_the_source_end_seen_is_optional_in_both_directions():
+    key = ProgressKey("g", "t", 0)
+    old = b'{"committedAt":1,"offset":7,"pipeline":"p","v":1}'
+    assert ProgressRecord.decode_value(key, old, "t[0]@1").end is None
+    new = ProgressRecord("g", "t", 0, 7, "p", 1, end=9).encode_value()
+    assert json.loads(new) == {"committedAt": 1, "end": 9, "offset": 7, "pipeline": "p", "v": 1}
 
 
 def test_foreign_records_are_optional_in_both_directions():

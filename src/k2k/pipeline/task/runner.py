@@ -135,6 +135,7 @@ class Runner:
                     spec.policies.on_records_lost,
                 )
                 closing.callback(source.close)
+                self.ledger.seen_end = source.seen_end
                 if not source.assigned and not self.ledger.unwritten:
                     return
                 strategy = self._strategy(producers, len(source.assigned))

@@ -84,6 +84,9 @@ class ProgressLedger:
         #: Per partition, the foreign records counted on its target partition so far
         #: (read with its progress, grown by k2k.pipeline.task.foreign), written with it.
         self.foreign: dict[TP, int] = {}
+        #: The source end a partition's reader last saw (None: not known), written with its
+        #: progress so that a failover can tell what was not replicated.
+        self.seen_end: Callable[[TP], int | None] = lambda _tp: None
 
     # -- start ---------------------------------------------------------------------------
 
@@ -168,7 +171,7 @@ class ProgressLedger:
             write = self._writers[tp] = ProgressRecord.value_writer(
                 control.pipeline, control.member, self.topic_ids.get(tp[0], "")
             )
-        value = write(pos, now_ms, self.foreign.get(tp, 0))
+        value = write(pos, now_ms, self.foreign.get(tp, 0), self.seen_end(tp))
         produce_when_room(producer, self.commit_topic, value, key, partition, self.on_delivery)
 
     def mark_committed(self, written: Written) -> None:
