@@ -60,4 +60,6 @@ def describe(record: CutoverRecord) -> str:
     """
     at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.started_at_ms / 1000))
     host = record.host or "unknown"
+    if record.mode == "failover":
+        return f"the pipeline was failed over to the target by k2k failover (at {at}, host {host})"
     return f"the pipeline was cut over to the target by k2k cutover (cut at {at}, host {host})"

@@ -87,6 +87,12 @@ class Membership:
         stop), as last read; None before (a record with step ``cut`` only changes nothing)."""
         return drained(self.assignment.view)
 
+    def drained_now(self) -> bool:
+        """Read what arrived (no wait): True once the pipeline was drained, e.g. by
+        ``k2k failover`` while the source is away and no lease runs."""
+        self.assignment.tick()
+        return self.cutover is not None
+
     def share(self, partitions: list[TP]) -> tuple[tuple[str, ...], set[TP]]:
         """Step 1: the active members now, and this member's share of ``partitions``."""
         self.assignment.catch_up()

@@ -150,6 +150,7 @@ def open_run(
                 stop,
                 watch.reachability.down_since,
                 describe=watch.reachability.describe,
+                ended=membership.drained_now,
             ),
             membership=membership,
             live=LiveProgress(planning, stats, discovery.source, progress, options.on_tick),
