@@ -131,7 +131,12 @@ def runner_spec(
             assignment_partitions=1,
             sync_timeout_s=30.0,
         ),
-        policies=PolicySpec(on_sync_timeout="fail", on_bad_record="fail", on_records_lost="fail"),
+        policies=PolicySpec(
+            on_sync_timeout="fail",
+            on_bad_record="fail",
+            on_records_lost="fail",
+            on_foreign_writes="warn",
+        ),
     )
 
 

@@ -135,7 +135,10 @@ class Replicator:
 
         A stop lets the runners commit what the target acknowledged and release their
         partitions (other members take them over at once); a stop requested before the run
-        began returns at once, having done nothing. Raises the errors of
+        began returns at once, having done nothing. Once ``k2k cutover`` drained the
+        pipeline the run ends the same way, and returns at once having copied nothing when
+        it was cut over before the run began: then the statistics' ``cutover`` holds the
+        cut-over record (``None`` for every other end). Raises the errors of
         :mod:`k2k.errors`: :class:`~k2k.errors.ClusterError` (a cluster unreachable, a
         topic missing, an outage longer than ``errorHandling.maxOutage``),
         :class:`~k2k.errors.ReplicationError` (records the target refused, e.g. too large),

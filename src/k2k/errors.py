@@ -34,6 +34,8 @@ catches each one, so the command line never shows it as itself.
     │                             runner's partitions: its summary says so, the planner re-plans
     ├── DriverGone                internal [pipeline.task.faults] the lease's driver stopped
     │                             answering: the runner commits nothing and ends
+    ├── CutOver                   internal [pipeline.driver.cutover] k2k cutover drained the
+    │                             pipeline before this member claimed: the run ends cleanly
     └── RegistryFailure           internal [schemamapping.registry] a registry call failed for
         │                         good: raised again as an error carrying its message
         ├── RegistryUnavailable   internal [schemamapping.registry] no URL answered in time

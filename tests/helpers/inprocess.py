@@ -14,7 +14,9 @@ from k2k.stages import TopicPlan
 from tests.helpers.kafka import create_topic, list_topics
 
 #: A pipeline's ``errorHandling`` when it sets none.
-POLICIES = PolicySpec(on_sync_timeout="fail", on_bad_record="fail", on_records_lost="fail")
+POLICIES = PolicySpec(
+    on_sync_timeout="fail", on_bad_record="fail", on_records_lost="fail", on_foreign_writes="warn"
+)
 #: The delivery timeout of a target producer without ``message.timeout.ms``.
 ACK_TIMEOUT_S = 300.0
 

@@ -194,6 +194,7 @@ def test_status_of_a_stopped_pipeline_reports_lag_and_writes_nothing(
         "maxLagSeconds": 0.0,
         "membersAlive": 0,
         "problems": 0,
+        "foreignRecords": 0,
     }
 
     # Ten records behind on partition 0, the oldest two minutes old.

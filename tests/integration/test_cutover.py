@@ -54,12 +54,17 @@ def _pipeline(tmp_path: Path, clusters, name: str, topics: list[str], groups, eo
         offsetMapping={"topic": f"__k2k_maps-{name}"},
         coordination={"assignment": {"topic": f"__k2k_assign-{name}", "graceWindow": "5 seconds"}},
     )
-    doc["groups"] = {"consumerGroups": groups}  # the app's key: the groups to move
+    # The groups to move: the Offset Mapping app's key, in an overlay (k2k start refuses it).
+    write_pipeline(tmp_path, {"groups": {"consumerGroups": groups}}, "groups.yaml")
     return write_pipeline(tmp_path, doc)
 
 
+def _files(path: Path) -> list[str]:
+    return ["-f", str(path), "-f", str(path.with_name("groups.yaml"))]
+
+
 def _cutover(path: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return k2k_cli("cutover", "-f", str(path), "--quiet-period", "1s", *args, timeout=timeout)
+    return k2k_cli("cutover", *_files(path), "--quiet-period", "1s", *args, timeout=timeout)
 
 
 def _report(result: subprocess.CompletedProcess) -> dict:
@@ -183,7 +188,7 @@ def test_refusals_are_one_line(clusters, tmp_path, topic_name, group_name):
     writer.start()
     try:
         moving = k2k_cli(
-            "cutover", "-f", str(path), "--yes", "--quiet-period", "2s", "--timeout", "4s"
+            "cutover", *_files(path), "--yes", "--quiet-period", "2s", "--timeout", "4s"
         )
     finally:
         stop.set()
@@ -305,7 +310,7 @@ def test_a_cutover_killed_after_the_drain_resumes_and_ends_with_the_same_report(
     member.signal_tree(signal.SIGSTOP)
     assignment = f"__k2k_assign-{name}"
     command = subprocess.Popen(
-        [*K2K, "cutover", "-f", str(path), "--yes", "--quiet-period", "1s"],
+        [*K2K, "cutover", *_files(path), "--yes", "--quiet-period", "1s"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

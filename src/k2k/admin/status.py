@@ -1,5 +1,6 @@
 """``k2k status``: who is in the pipeline's commit group, who owns which partition, how far
-each partition is committed and how far behind it is.
+each partition is committed, how far behind it is, and how many foreign records its target
+partition holds (from its progress record).
 
 Runs on: the operator's machine, whether or not the pipeline runs; reads through
 :class:`~k2k.admin.reader.PipelineReader`, so it writes nothing to either cluster. The
@@ -18,9 +19,9 @@ from k2k.admin.reader import (
     PipelineReader,
     now_ms,
 )
-from k2k.admin.table import ago, table
+from k2k.admin.table import ago, iso, table
 from k2k.config import PipelineConfig
-from k2k.formats import ProgressRecord
+from k2k.formats import CutoverRecord, ProgressRecord
 from k2k.kafka import TP
 
 __all__ = ["PartitionStatus", "PipelineStatus", "read_status"]
@@ -93,6 +94,7 @@ class PartitionStatus:
             "recordsBehind": lag.records,
             "lagSeconds": lag.seconds,
             "problem": lag.problem,
+            "foreignRecords": rec.foreign if rec else 0,
         }
 
 
@@ -107,6 +109,8 @@ class PipelineStatus:
     observed_at_ms: int
     members: list[MemberState]
     partitions: list[PartitionStatus]
+    #: The commit group's cut-over record (``k2k cutover``), None when it was never cut over.
+    cutover: CutoverRecord | None = None
 
     def totals(self) -> dict[str, Any]:
         """Sums over the partitions; ``maxLagSeconds`` is None when a partition behind has
@@ -121,6 +125,7 @@ class PipelineStatus:
             else max((g.seconds or 0.0 for g in behind), default=0.0),
             "membersAlive": sum(1 for m in self.members if m.state == "alive"),
             "problems": sum(1 for p in self.partitions if p.lag.problem),
+            "foreignRecords": sum(p.progress.foreign for p in self.partitions if p.progress),
         }
 
     def shown_members(self) -> list[MemberState]:
@@ -142,6 +147,7 @@ class PipelineStatus:
             "membersNotShown": len(self.members) - len(shown),
             "partitions": [p.to_json() for p in self.partitions],
             "totals": self.totals(),
+            "cutover": _cutover_json(self.cutover),
         }
 
     def _member_json(self, m: MemberState) -> dict[str, Any]:
@@ -173,6 +179,7 @@ class PipelineStatus:
             ]
             for m in self.shown_members()
         ]
+        lines += _cutover_lines(self.cutover)
         lines += table(["MEMBER", "STATE", "STANDBY", "HOST", "LAST HEARTBEAT"], members)
         hidden = len(self.members) - len(members)
         if hidden:
@@ -189,6 +196,31 @@ class PipelineStatus:
         return "\n".join(lines)
 
 
+def _cutover_json(rec: CutoverRecord | None) -> dict[str, Any] | None:
+    if rec is None:
+        return None
+    return {
+        "steps": list(rec.steps),
+        "startedAt": rec.started_at_ms,
+        "updatedAt": rec.updated_at_ms,
+        "host": rec.host,
+    }
+
+
+def _cutover_lines(rec: CutoverRecord | None) -> list[str]:
+    """One line under the header once ``k2k cutover`` began: the steps done, when, where.
+
+    >>> rec = CutoverRecord("g", "p", ("cut", "drain"), {}, {}, (), (), 1700000000000,
+    ...                     1700000002000, "host-a")
+    >>> _cutover_lines(rec)
+    ['cut over: cut, drain (started 2023-11-14T22:13:20.000Z by host-a)', '']
+    """
+    if rec is None:
+        return []
+    steps = ", ".join(rec.steps) or "nothing yet"
+    return [f"cut over: {steps} (started {iso(rec.started_at_ms)} by {rec.host or 'unknown'})", ""]
+
+
 def _problem_lines(partitions: list[PartitionStatus]) -> list[str]:
     """One note per partition marked ``!`` in the table."""
     out = []
@@ -200,10 +232,18 @@ def _problem_lines(partitions: list[PartitionStatus]) -> list[str]:
                 f"{lag.position}, source {lag.earliest}..{lag.end}); move it with "
                 "k2k offsets set"
             )
+        if p.progress and p.progress.foreign:
+            out.append(
+                f"! {p.topic}[{p.partition}]: {p.progress.foreign} records on its target "
+                "partition were not written by this pipeline (another producer writes to a "
+                "replicated topic; docs/operations.md#foreign-writes-on-the-target)"
+            )
     return ["", *out] if out else []
 
 
-_PARTITION_HEADERS = ["TOPIC", "PARTITION", "OWNER", "COMMITTED", "END", "BEHIND", "LAG"]
+_PARTITION_HEADERS = [
+    "TOPIC", "PARTITION", "OWNER", "COMMITTED", "END", "BEHIND", "LAG", "FOREIGN"
+]  # fmt: skip
 
 
 def _partition_row(p: PartitionStatus) -> list[str]:
@@ -219,6 +259,7 @@ def _partition_row(p: PartitionStatus) -> list[str]:
         "-" if lag.end is None else str(lag.end),
         "-" if lag.records is None else str(lag.records),
         "-" if lag.seconds is None else f"{lag.seconds:.1f} s",
+        str(p.progress.foreign) + " !" if p.progress and p.progress.foreign else "0",
     ]
 
 
@@ -245,6 +286,7 @@ def read_status(cfg: PipelineConfig, clock: Callable[[], int] = now_ms) -> Pipel
         at_ms,
         assignment.members(at_ms),
         partitions,
+        assignment.view.cutover,
     )
 
 

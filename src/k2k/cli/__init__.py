@@ -16,6 +16,7 @@ import click
 from k2k import __version__
 from k2k.cli import (
     cutover,
+    failover,
     local,
     offset_mapping,
     offsets,
@@ -42,6 +43,7 @@ for _command in (
     verify.verify,
     offsets.offsets,
     cutover.cutover,
+    failover.failover,
     offset_mapping.offset_mapping,
     package.package,
     local.local,

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from k2k.migration.cutover import Cutover
     from k2k.migration.report import CutoverReport
 
-__all__ = ["cutover", "offset_mapping_report"]
+__all__ = ["GROUPS", "cutover", "finish", "offset_mapping_report", "open_migration"]
 
 #: Exit code when a group's position is not exact (the report says which).
 EXIT_INEXACT = 1
@@ -37,15 +37,17 @@ def _duration(flag: str, text: str) -> float:
         ) from None
 
 
-def _open(
+def open_migration(
     files: Sequence[str],
     groups: str | None,
     quiet: str,
     timeout: str,
     count: bool,
     template_engine: bool,
+    kind: type[Cutover] | None = None,
     reverse: bool = False,
 ) -> Cutover:
+    """The cut-over (or ``kind``) of the pipeline in ``files``; flags checked first."""
     from k2k.config import load_migration
     from k2k.migration.cutover import Cutover, CutoverOptions
 
@@ -58,7 +60,7 @@ def _open(
         groups, _duration("--quiet-period", quiet), _duration("--timeout", timeout), count
     )
     cfg, app = load_migration(list(files), templates=template_engine)
-    if not cfg.features.offset_mapping:
+    if kind is None and not cfg.features.offset_mapping:
         raise ConfigError(
             "features.offsetMapping: disabled; expected enabled (a cut-over moves groups "
             "through the offset mappings the pipeline writes)"
@@ -72,10 +74,14 @@ def _open(
         cfg, fork = prepare_reverse(cfg)
         app = reverse_app(app)
         start_at = fork.offsets if fork is not None else None
-    return Cutover(cfg, app, options, lambda line: click.echo(line, err=True), start_at)
+    return (kind or Cutover)(cfg, app, options, _say, start_at)
 
 
-_GROUPS = click.option(
+def _say(line: str) -> None:
+    click.echo(line, err=True)
+
+
+GROUPS = click.option(
     "--groups",
     metavar="REGEX",
     help="The consumer groups to move (a regular expression over whole names); default: "
@@ -96,7 +102,7 @@ _ALLOW = click.option(
 
 @click.command()
 @FILES
-@_GROUPS
+@GROUPS
 @click.option(
     "--quiet-period",
     "quiet",
@@ -151,10 +157,12 @@ def cutover(
     every position is exact, 1 with the report otherwise. docs/operations.md#cutting-over.
     """
     setup_logging(verbose)
-    job = _open(files, groups, quiet, timeout, not no_count, template_engine, reverse)
+    job = open_migration(
+        files, groups, quiet, timeout, not no_count, template_engine, reverse=reverse
+    )
     try:
         if dry_run:
-            _finish(job.dry_run(), as_json, allow_lower_bounds)
+            finish(job.dry_run(), as_json, allow_lower_bounds)
             return
         if not yes:
             click.echo(_plan(job))
@@ -163,14 +171,14 @@ def cutover(
             raise CutoverRefused(
                 "nothing written: add --yes to cut over (or --dry-run for the report)"
             )
-        _finish(job.run(), as_json, allow_lower_bounds)
+        finish(job.run(), as_json, allow_lower_bounds)
     finally:
         job.close()
 
 
 @click.command("report")
 @FILES
-@_GROUPS
+@GROUPS
 @AS_JSON
 @_ALLOW
 @_NO_COUNT
@@ -186,16 +194,19 @@ def offset_mapping_report(
 ) -> None:
     """The offset-confidence report: where each group would continue on the target if the
     pipeline were cut over now, and how exact that is (k2k cutover --dry-run)."""
-    job = _open(files, groups, "10s", "10m", not no_count, template_engine)
+    job = open_migration(files, groups, "10s", "10m", not no_count, template_engine)
     try:
-        _finish(job.dry_run(), as_json, allow_lower_bounds)
+        finish(job.dry_run(), as_json, allow_lower_bounds)
     finally:
         job.close()
 
 
-def _finish(report: CutoverReport, as_json: bool, allow_lower_bounds: bool) -> None:
+def finish(
+    report: CutoverReport, as_json: bool, allow_lower_bounds: bool, strict: bool = True
+) -> None:
+    """Print ``report``; exit 1 when ``strict`` and a position is not exact enough."""
     echo_report(report, as_json)
-    if report.inexact(allow_lower_bounds):
+    if strict and report.inexact(allow_lower_bounds):
         sys.exit(EXIT_INEXACT)
 
 

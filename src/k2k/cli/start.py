@@ -100,6 +100,9 @@ def start(
     (uncommitted work is replayed on the next start; with exactly-once it is aborted, so
     nothing is duplicated). Several processes of one pipeline share its partitions.
 
+    Stops the same way, exit 0, once k2k cutover drained the pipeline; started after that,
+    it exits 0 at once and copies nothing.
+
     With --mm2, runs every enabled flow of a MirrorMaker 2 properties file: one flow in this
     process, several in one child process each (the MM2 properties k2k does not take are
     logged as warnings first).
@@ -221,7 +224,12 @@ def _run_pipeline(cfg: PipelineConfig, options: _StartOptions) -> None:
             stats = replicator.run(until_caught_up=options.until_caught_up)
         finally:
             display.close()
-    click.echo(final_summary(cfg.name, stats), err=True)
+    if stats.cutover is None or stats.leases:
+        click.echo(final_summary(cfg.name, stats), err=True)
+    if stats.cutover is not None:
+        from k2k.pipeline.driver.cutover import describe
+
+        click.echo(f"k2k start {cfg.name}: stopped: {describe(stats.cutover)}", err=True)
 
 
 def _with_spark_conf(cfg: PipelineConfig, key: str, value: str) -> PipelineConfig:

@@ -1,5 +1,6 @@
 """``errorHandling``: what the pipeline does when a control-topic operation fails, source
-records are lost, or a cluster stops answering."""
+records are lost, another producer writes to a replicated target topic, or a cluster stops
+answering."""
 
 from __future__ import annotations
 
@@ -38,6 +39,15 @@ class ErrorHandling(K2KModel):
         "logs the lost range as a warning, counted in `k2k.source.records.lost` with `-t`. A "
         "committed position past a partition's end without a topic id to explain it always "
         "stops.",
+    )
+    on_foreign_writes: Literal["warn", "fail"] = Field(
+        "warn",
+        description="A replicated target partition holds records the pipeline did not write "
+        "(another producer writes to a replicated topic): `warn` counts them "
+        "(`k2k.foreign.records`, `k2k status`) and logs a warning once per target partition "
+        "with the offsets; `fail` stops with an error naming the partition and the offsets. "
+        "Offset mappings stay exact either way. Found from the offsets the target gave "
+        "k2k's own records, see docs/operations.md#foreign-writes-on-the-target.",
     )
     max_outage: Duration | None = Field(
         None,

@@ -4,6 +4,9 @@ One record per commit group in the assignment topic (key kind ``cutover``; compa
 the newest). ``k2k cutover`` rewrites it after every step it finished, so a second run
 resumes from the last step done; running members read it like their other assignment
 records and stop once it says the pipeline is drained (:attr:`CutoverRecord.drained`).
+``k2k failover`` writes the same record with ``mode`` ``failover``: its cut is the committed
+progress (the source is gone), ``recovery`` says what was not replicated, and it is
+"drained" at once, so members stop.
 
 Steps, in order (:data:`STEPS`): ``cut`` (the source end offsets stood still, ``cut`` holds
 them), ``drain`` (committed progress reached the cut everywhere), ``stop`` (every member
@@ -15,7 +18,7 @@ report). ``docs/formats.md`` describes the fields for other tools.
 >>> rec = CutoverRecord("orders-dr", "orders-dr", ("cut",), {("orders", 0): 42}, {}, (), (),
 ...                     1700000000000, 1700000001000, "host-a")
 >>> rec
-CutoverRecord(orders-dr: cut at 1700000000000, 1 partitions)
+CutoverRecord(orders-dr: cutover cut at 1700000000000, 1 partitions)
 >>> key, value = rec.encode()
 >>> key
 b'{"group":"orders-dr","k":1,"kind":"cutover"}'
@@ -33,7 +36,14 @@ from typing import Any, ClassVar, Self
 
 from k2k.formats.assignment_base import AssignmentFormat
 
-__all__ = ["CONFIDENCE", "STEPS", "CutoverRecord", "GroupPosition", "PartitionCount"]
+__all__ = [
+    "CONFIDENCE",
+    "STEPS",
+    "CutoverRecord",
+    "GroupPosition",
+    "PartitionCount",
+    "RecoveryPoint",
+]
 
 #: The steps of a cut-over, in the order they are done.
 STEPS = ("cut", "drain", "stop", "groups")
@@ -140,6 +150,33 @@ class PartitionCount:
 
 
 @dataclass(frozen=True, slots=True)
+class RecoveryPoint:
+    """Failover: what k2k knew of one source partition when the source was lost."""
+
+    topic: str
+    partition: int
+    #: The committed progress (the next source offset to copy).
+    committed: int
+    #: The newest source end offset k2k observed (None: not known).
+    source_end: int | None
+    #: When the progress was committed (ms since the epoch).
+    committed_at_ms: int
+
+    @property
+    def not_replicated(self) -> int | None:
+        """Source offsets known to hold records not copied (markers included)."""
+        return None if self.source_end is None else max(0, self.source_end - self.committed)
+
+    def row(self) -> list[Any]:
+        return [self.topic, self.partition, self.committed, self.source_end, self.committed_at_ms]
+
+    @classmethod
+    def of_row(cls, row: list[Any]) -> RecoveryPoint:
+        t, p, committed, end, at = row
+        return cls(str(t), int(p), int(committed), _opt(end), int(at))
+
+
+@dataclass(frozen=True, slots=True)
 class CutoverRecord(AssignmentFormat):
     """See the module doc."""
 
@@ -159,6 +196,9 @@ class CutoverRecord(AssignmentFormat):
     started_at_ms: int
     updated_at_ms: int
     host: str
+    #: ``cutover`` or ``failover`` (records without the field are cut-overs).
+    mode: str = "cutover"
+    recovery: tuple[RecoveryPoint, ...] = ()
 
     @property
     def drained(self) -> bool:
@@ -185,6 +225,8 @@ class CutoverRecord(AssignmentFormat):
             startedAt=self.started_at_ms,
             updatedAt=self.updated_at_ms,
             host=self.host,
+            mode=self.mode,
+            recovery=[r.row() for r in self.recovery],
         )
 
     @classmethod
@@ -203,11 +245,13 @@ class CutoverRecord(AssignmentFormat):
             int(value["startedAt"]),
             int(value["updatedAt"]),
             str(value.get("host", "")),
+            str(value.get("mode", "cutover")),
+            tuple(RecoveryPoint.of_row(r) for r in value.get("recovery", [])),
         )
 
     def __repr__(self) -> str:
         return (
-            f"CutoverRecord({self.group}: {'/'.join(self.steps) or 'nothing'} at "
+            f"CutoverRecord({self.group}: {self.mode} {'/'.join(self.steps) or 'nothing'} at "
             f"{self.started_at_ms}, {len(self.cut)} partitions)"
         )
 

@@ -20,6 +20,14 @@ Since the source topic's id was added (optional, so records without it still dec
 b'{"committedAt":1700000000000,"offset":5,"owner":"a","pipeline":"dr","topicId":"Sx1vT5XqQ2aJ0e1b6nWz9g","v":1}'
 >>> ProgressRecord.decode(*rec.encode(), "__k2k_consumer-offsets", 0, 8).topic_id
 'Sx1vT5XqQ2aJ0e1b6nWz9g'
+
+Since foreign writes are counted (optional too, and written only when not zero):
+
+>>> rec = ProgressRecord("dr", "orders", 0, 5, "dr", 1700000000000, foreign=3)
+>>> rec.encode_value()
+b'{"committedAt":1700000000000,"foreign":3,"offset":5,"pipeline":"dr","v":1}'
+>>> ProgressRecord.decode(*rec.encode(), "__k2k_consumer-offsets", 0, 9).foreign
+3
 """
 
 from __future__ import annotations
@@ -34,8 +42,9 @@ from k2k.formats.codec import check_version, dumps_canonical, key_family, load_o
 
 __all__ = ["ProgressKey", "ProgressRecord", "ValueWriter"]
 
-#: Encodes a progress value from (offset, committed-at milliseconds).
-ValueWriter = Callable[[int, int], bytes]
+#: Encodes a progress value from (offset, committed-at milliseconds, foreign records, the
+#: source end seen or None).
+ValueWriter = Callable[[int, int, int, int | None], bytes]
 
 # Records under a key of another version are never compacted away by ours: remove them.
 _CLEAN = "upgrade k2k or clean the topic"
@@ -150,6 +159,14 @@ class ProgressRecord:
     #: The source topic's id when the record was written ("" when unknown): a topic deleted
     #: and created again under the same name has a new id, and this progress is not its.
     topic_id: str = ""
+    #: Records found on the target partition this source partition replicates to that the
+    #: pipeline did not write (docs/operations.md#foreign-writes-on-the-target), counted
+    #: since the partition was first replicated; 0 when none (or from older writers).
+    foreign: int = 0
+    #: The source partition's end offset the runner had seen when it wrote the record (its
+    #: consumer's last stable offset from the last fetch); None when not known. What a
+    #: failover reports as known not replicated is ``end - offset``.
+    end: int | None = None
 
     @property
     def key(self) -> ProgressKey:
@@ -170,32 +187,46 @@ class ProgressRecord:
             value["owner"] = self.owner
         if self.topic_id:
             value["topicId"] = self.topic_id
+        if self.foreign:
+            value["foreign"] = self.foreign
+        if self.end is not None:
+            value["end"] = self.end
         return dumps_canonical(value)
 
     @classmethod
     def value_writer(cls, pipeline: str, owner: str = "", topic_id: str = "") -> ValueWriter:
         """A writer of the values of one partition's progress records: the same bytes as
-        :meth:`encode_value`, with only the offset and the time filled in per record.
+        :meth:`encode_value`, with only the offset, the time, the foreign records and the
+        source end filled in per record.
 
         A runner writes a progress record per partition at every commit point, so the fields
         that never change within a lease are encoded once. Canonical JSON sorts the keys, and
-        ``committedAt`` and ``offset`` sort before every other field:
+        ``committedAt``, ``end``, ``foreign`` and ``offset`` sort before every other field:
 
         >>> write = ProgressRecord.value_writer("dr", "a", "Sx1vT5XqQ2aJ0e1b6nWz9g")
-        >>> write(5, 1700000000000) == ProgressRecord(
+        >>> write(5, 1700000000000, 0, None) == ProgressRecord(
         ...     "dr", "orders", 0, 5, "dr", 1700000000000, "a", "Sx1vT5XqQ2aJ0e1b6nWz9g"
         ... ).encode_value()
         True
-        >>> ProgressRecord.value_writer("dr")(7, 1)
-        b'{"committedAt":1,"offset":7,"pipeline":"dr","v":1}'
+        >>> write(5, 1, 2, 9) == ProgressRecord(
+        ...     "dr", "orders", 0, 5, "dr", 1, "a", "Sx1vT5XqQ2aJ0e1b6nWz9g", 2, 9
+        ... ).encode_value()
+        True
+        >>> ProgressRecord.value_writer("dr")(7, 1, 0, 8)
+        b'{"committedAt":1,"end":8,"offset":7,"pipeline":"dr","v":1}'
         """
         fixed = cls("", "", 0, 0, pipeline, 0, owner, topic_id).encode_value()
         head = b'{"committedAt":0,"offset":0,'
         assert fixed.startswith(head), "committedAt and offset must sort first"
-        template = b'{"committedAt":%d,"offset":%d,' + fixed[len(head) :].replace(b"%", b"%%")
+        rest = b'"offset":%d,' + fixed[len(head) :].replace(b"%", b"%%")
 
-        def write(offset: int, committed_at_ms: int) -> bytes:
-            return template % (committed_at_ms, offset)
+        def write(offset: int, committed_at_ms: int, foreign: int, end: int | None) -> bytes:
+            out = b'{"committedAt":%d,' % committed_at_ms
+            if end is not None:
+                out += b'"end":%d,' % end
+            if foreign:
+                out += b'"foreign":%d,' % foreign
+            return out + rest % offset
 
         return write
 
@@ -223,6 +254,8 @@ class ProgressRecord:
                 int(obj["committedAt"]),
                 str(obj.get("owner", "")),
                 str(obj.get("topicId", "")),
+                int(obj.get("foreign", 0)),
+                None if obj.get("end") is None else int(obj["end"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ControlRecordError(f"{where}: malformed progress value ({exc!r})") from None

@@ -79,6 +79,9 @@ class RunnerFrame:
     >>> f = RunnerFrame("r1", 3, {("t", 0): PartitionTotals(5, 50)}, 1, commit_failures=1)
     >>> RunnerFrame.decode(f.encode()) == f
     True
+    >>> f.foreign[("t2", 0)] = 4  # foreign records found on target t2[0]
+    >>> RunnerFrame.decode(f.encode()) == f
+    True
     """
 
     runner: str
@@ -88,6 +91,8 @@ class RunnerFrame:
     seq: int = 0
     commits: Buckets = field(default_factory=lambda: Buckets.empty(COMMIT_BOUNDS_S))
     commit_failures: int = 0
+    #: Foreign records found per target partition (optional in the frame: absent when none).
+    foreign: dict[TP, int] = field(default_factory=dict)
 
     def encode(self) -> bytes:
         doc = {
@@ -102,6 +107,8 @@ class RunnerFrame:
             "commits": [self.commits.counts, self.commits.sums],
             "commitFailures": self.commit_failures,
         }
+        if self.foreign:
+            doc["foreign"] = [[t, p, n] for (t, p), n in self.foreign.items()]
         return json.dumps(doc, separators=(",", ":")).encode()
 
     @classmethod
@@ -122,6 +129,7 @@ class RunnerFrame:
             },
             commits=Buckets(list(counts), list(sums)),
             commit_failures=int(doc["commitFailures"]),
+            foreign={(str(t), int(p)): int(n) for t, p, n in doc.get("foreign", [])},
         )
 
 
@@ -132,6 +140,8 @@ class FrameDelta:
     partitions: dict[TP, tuple[int, int, list[tuple[int, float]]]]
     commits: list[tuple[int, float]]
     commit_failures: int
+    #: Foreign records newly found per target partition.
+    foreign: dict[TP, int] = field(default_factory=dict)
 
 
 class FrameDeltas:
@@ -174,7 +184,13 @@ class FrameDeltas:
         commits = frame.commits.minus(seen.commits)
         failures = frame.commit_failures - seen.commit_failures
         seen.commits, seen.commit_failures = frame.commits, frame.commit_failures
-        return FrameDelta(partitions, commits, failures)
+        foreign = {
+            tp: n - seen.foreign.get(tp, 0)
+            for tp, n in frame.foreign.items()
+            if n > seen.foreign.get(tp, 0)
+        }
+        seen.foreign.update(frame.foreign)
+        return FrameDelta(partitions, commits, failures, foreign)
 
     def lease_ended(self, lease: int) -> None:
         """Forget the lease's runners once their summaries were counted."""

@@ -111,6 +111,12 @@ class ReplicatorMetrics:
             "{schema}",
             "Schemas resolved on the target registry by schema mapping (counted per lease)",
         )
+        self.foreign = m.create_counter(
+            p + "foreign.records",
+            "{record}",
+            "Records on a replicated target partition that the pipeline did not write "
+            "(errorHandling.onForeignWrites), per target topic and partition",
+        )
         self.records_lost = m.create_counter(
             p + "source.records.lost",
             "{record}",
@@ -211,6 +217,8 @@ class ReplicatorMetrics:
             if size:
                 self.bytes.add(size, attrs)
             _replay(self.latency, latency, attrs)
+        for (topic, partition), found in delta.foreign.items():
+            self.foreign.add(found, self._tp(topic, partition))
         mode = {"pipeline": self.pipeline, "mode": self.mode}
         _replay(self.commit_duration, delta.commits, mode)
         if delta.commit_failures:

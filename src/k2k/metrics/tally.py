@@ -57,6 +57,8 @@ class RunTally:
         self._changed: set[tuple[str, int]] = set()
         self._commits = Buckets.empty(COMMIT_BOUNDS_S)
         self._commit_failures = 0
+        #: Foreign records counted per watched target partition (k2k.pipeline.task.foreign).
+        self._foreign: dict[tuple[str, int], int] = {}
         self._seq = 0
 
     def on_run(self, run: ProducedRun) -> None:
@@ -83,6 +85,11 @@ class RunTally:
         with self._lock:
             self._commit_failures += 1
 
+    def foreign(self, topic: str, partition: int, records: int) -> None:
+        """``records`` foreign records found so far on target ``topic[partition]``."""
+        with self._lock:
+            self._foreign[(topic, partition)] = records
+
     def frame(self, full: bool = False) -> RunnerFrame:
         """The totals of the partitions that changed since the last frame (``full``: of
         all, for the summary, so a frame lost on the way is made good), and the commits."""
@@ -104,4 +111,5 @@ class RunTally:
                 self._seq,
                 Buckets(list(self._commits.counts), list(self._commits.sums)),
                 self._commit_failures,
+                dict(self._foreign),
             )

@@ -43,7 +43,7 @@ from k2k.offsetmapping.index import PartitionIndex
 from k2k.offsetmapping.resolve import RunReader
 from k2k.offsetmapping.store import MappingStore
 
-__all__ = ["Cutover", "CutoverOptions", "CutoverRefused"]
+__all__ = ["Cutover", "CutoverOptions", "CutoverRefused", "now_ms"]
 
 log = logging.getLogger("k2k.cutover")
 
@@ -200,7 +200,7 @@ class Cutover:
             cut = wait_for_cut(
                 self.reader.source, tps, self.options.quiet_s, self.options.timeout_s, self.say
             )
-            now = _now_ms()
+            now = now_ms()
             rec = CutoverRecord(
                 self.cfg.commit_group,
                 self.cfg.name,
@@ -216,11 +216,11 @@ class Cutover:
             self._write(rec)
         if not rec.drained:
             self._drain(rec.cut)
-            rec = self._write(rec.with_step("drain", _now_ms()))
+            rec = self._write(rec.with_step("drain", now_ms()))
         if "stop" not in rec.steps:
             self._stop_and_hold(rec.cut)
             ends = self._target_ends(rec.cut)
-            rec = self._write(rec.with_step("stop", _now_ms(), target_ends=ends))
+            rec = self._write(rec.with_step("stop", now_ms(), target_ends=ends))
         return self._groups(rec)
 
     def _write(self, rec: CutoverRecord) -> CutoverRecord:
@@ -254,7 +254,7 @@ class Cutover:
 
     def _members_alive(self) -> list[str]:
         state = self.reader.assignment()
-        now = state.observer_now(_now_ms())
+        now = state.observer_now(now_ms())
         return sorted(m for m in state.alive(now) if m not in TOOL_MEMBERS)
 
     def _drain(self, cut: dict[TP, int]) -> None:
@@ -343,7 +343,7 @@ class Cutover:
         if self.options.count:
             counts = replicated_counts(self.cfg, rec, self._targets(), self.index)
         rec = self._write(
-            rec.with_step("groups", _now_ms(), positions=tuple(rows), counts=tuple(counts))
+            rec.with_step("groups", now_ms(), positions=tuple(rows), counts=tuple(counts))
         )
         report = CutoverReport.of_record(rec, already=False)
         report.groups_pass = pass_report.line()
@@ -366,7 +366,7 @@ def _counted_left(cfg: PipelineConfig, left: list[PartitionLeft]) -> list[Partit
     ]
 
 
-def _now_ms() -> int:
+def now_ms() -> int:
     return int(time.time() * 1000)
 
 

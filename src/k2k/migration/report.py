@@ -39,6 +39,8 @@ class CutoverReport:
     already: bool = False
     #: The Offset Mapping app's pass line (the groups step).
     groups_pass: str = ""
+    #: Lines worth the operator's eye (failover: groups not moved and why).
+    notes: list[str] = field(default_factory=list)
 
     @classmethod
     def of_record(cls, record: CutoverRecord, already: bool) -> CutoverReport:
@@ -60,14 +62,18 @@ class CutoverReport:
         rec = self.record
         assert rec is not None
         when = iso(rec.updated_at_ms)
+        done = "failed over" if rec.mode == "failover" else "cut over"
         if self.already:
-            return f"pipeline {self.pipeline}: already cut over at {when} (by {rec.host})"
-        return f"pipeline {self.pipeline}: cut over at {when}"
+            return f"pipeline {self.pipeline}: already {done} at {when} (by {rec.host})"
+        return f"pipeline {self.pipeline}: {done} at {when}"
 
     def render(self) -> str:
         lines = [self.headline()]
         if self.groups_pass:
             lines.append(f"groups: {self.groups_pass}")
+        lines += self.notes
+        if self.record is not None and self.record.recovery:
+            lines += ["", *_recovery_lines(self.record)]
         lines += ["", _positions_table(self.positions)]
         if self.counts:
             lines += ["", _counts_table(self.counts)]
@@ -114,7 +120,61 @@ class CutoverReport:
             ]
         if self.groups_pass:
             out["groupsPass"] = self.groups_pass
+        if self.notes:
+            out["notes"] = self.notes
+        if rec is not None and rec.recovery:
+            out["recovery"] = _recovery_json(rec)
         return out
+
+
+def _recovery_lines(rec: CutoverRecord) -> list[str]:
+    rows = [
+        [
+            f"{r.topic}[{r.partition}]",
+            str(r.committed),
+            _opt(r.source_end),
+            _opt(r.not_replicated),
+            f"{max(0, rec.started_at_ms - r.committed_at_ms) / 1000:.1f} s",
+        ]
+        for r in rec.recovery
+    ]
+    header = ["SOURCE", "COMMITTED", "LAST SEEN END", "NOT REPLICATED", "LAST COMMIT BEFORE"]
+    total = _recovery_json(rec)["total"]
+    known = "unknown" if total["notReplicated"] is None else str(total["notReplicated"])
+    return [
+        "\n".join(table(header, rows)),
+        f"recovery point: {known} source offsets known not replicated; partitions behind "
+        f"committed last up to {total['seconds']:.1f} s before the failover (records the "
+        "source took after that are not known to k2k)",
+    ]
+
+
+def _recovery_json(rec: CutoverRecord) -> dict[str, Any]:
+    points = list(rec.recovery)
+    missing = [r.not_replicated for r in points]
+    # A partition caught up at its last commit lost nothing k2k knew of, however old it is.
+    ages = [
+        max(0, rec.started_at_ms - r.committed_at_ms) / 1000
+        for r in points
+        if r.not_replicated != 0
+    ]
+    return {
+        "partitions": [
+            {
+                "topic": r.topic,
+                "partition": r.partition,
+                "committed": r.committed,
+                "lastSeenEnd": r.source_end,
+                "notReplicated": r.not_replicated,
+                "committedAt": r.committed_at_ms,
+            }
+            for r in points
+        ],
+        "total": {
+            "notReplicated": None if None in missing else sum(m or 0 for m in missing),
+            "seconds": max(ages, default=0.0),
+        },
+    }
 
 
 def _tp_rows(offsets: dict[TP, int]) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from k2k.formats.cutover import CutoverRecord
     from k2k.kafka import TP
 
 __all__ = ["PipelineStats", "PlanningView"]
@@ -67,6 +68,9 @@ class PipelineStats:
     schemas_registered: int = 0
     leases: int = 0
     topics: int = 0
+    #: Set when the run ended because ``k2k cutover`` cut the pipeline over to the target
+    #: (its record: ``steps``, ``started_at_ms``, ``host``, ...); None otherwise.
+    cutover: CutoverRecord | None = None
 
     @property
     def committed(self) -> Mapping[TP, int]:

@@ -116,6 +116,8 @@ class PolicySpec:
     on_bad_record: Policy
     #: ``onSourceRecordsLost``: ``fail`` or ``continue``.
     on_records_lost: str
+    #: ``onForeignWrites``: ``warn`` or ``fail``.
+    on_foreign_writes: str
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,14 @@ from k2k.admin.status import GONE_AFTER_MS, Lag, PartitionStatus, PipelineStatus
 from k2k.admin.table import table
 from k2k.coordination.assignment import AssignmentView
 from k2k.errors import ConfigError
-from k2k.formats import AssignmentRecord, MemberRecord, OwnerRecord, ReleaseRecord
+from k2k.formats import (
+    AssignmentRecord,
+    CutoverRecord,
+    MemberRecord,
+    OwnerRecord,
+    ProgressRecord,
+    ReleaseRecord,
+)
 
 GROUP = "g"
 GRACE_MS = 10_000
@@ -111,6 +118,28 @@ def test_positions_the_source_cannot_serve_are_flagged():
     assert "! t[0]: committed position below the source's earliest offset" in text
     assert "(position 3, source 10..20)" in text
     assert "! t[1]: committed position past the source's end" in text
+
+
+def test_status_shows_the_cut_over_once_k2k_cutover_began():
+    plain = status_of([])
+    assert plain.to_json()["cutover"] is None
+    assert "cut over" not in plain.render()
+    rec = CutoverRecord(
+        GROUP, "p", ("cut", "drain", "stop", "groups"), {("t", 0): 4}, {}, (), (),
+        1_700_000_000_000, 1_700_000_060_000, "host-a",
+    )  # fmt: skip
+    parts = plain.partitions
+    doc = PipelineStatus("p", "g", False, GRACE_MS, plain.observed_at_ms, [], parts, rec)
+    assert doc.to_json()["cutover"] == {
+        "steps": ["cut", "drain", "stop", "groups"],
+        "startedAt": 1_700_000_000_000,
+        "updatedAt": 1_700_000_060_000,
+        "host": "host-a",
+    }
+    lines = doc.render().splitlines()
+    assert lines[2] == (
+        "cut over: cut, drain, stop, groups (started 2023-11-14T22:13:20.000Z by host-a)"
+    )
 
 
 def test_members_gone_for_more_than_a_day_are_counted_not_listed():
@@ -242,3 +271,18 @@ def test_admin_commands_have_help(argv):
     )
     assert result.returncode == 0, result.stderr
     assert "Usage:" in result.stdout and "--help" in result.stdout
+
+
+def test_foreign_records_are_shown_per_partition_with_a_problem_line():
+    progress = ProgressRecord("g", "t", 1, 10, "p", 0, foreign=3)
+    parts = [
+        PartitionStatus("t", 0, True, None, None, Lag(10, 0, 10, 0, 0.0)),
+        PartitionStatus("t", 1, True, None, progress, Lag(10, 0, 10, 0, 0.0)),
+    ]
+    doc = PipelineStatus("p", "g", False, GRACE_MS, 100 * GONE_AFTER_MS, [], parts)
+    assert [p["foreignRecords"] for p in doc.to_json()["partitions"]] == [0, 3]
+    assert doc.totals()["foreignRecords"] == 3 and doc.totals()["problems"] == 0
+    text = doc.render()
+    assert "FOREIGN" in text and "3 !" in text
+    assert "! t[1]: 3 records on its target partition were not written by this pipeline" in text
+    assert "! t[0]" not in text

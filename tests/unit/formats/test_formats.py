@@ -11,6 +11,7 @@ from confluent_kafka import Message
 
 from k2k.errors import ControlRecordError
 from k2k.formats import (
+    CutoverRecord,
     MemberRecord,
     OwnerRecord,
     ProgressKey,
@@ -138,6 +139,24 @@ GOLDEN = [
         b'"session":"1700000000000-1a2b3c4d","transactionalId":"","v":1}',
     ),
     (
+        CutoverRecord(
+            "orders-dr",
+            "orders-dr",
+            ("cut",),
+            {("orders", 0): 42},
+            {},
+            (),
+            (),
+            1700000000000,
+            1700000001000,
+            "host-a",
+        ),
+        b'{"group":"orders-dr","k":1,"kind":"cutover"}',
+        b'{"counts":[],"cut":[["orders",0,42]],"host":"host-a","mode":"cutover",'
+        b'"pipeline":"orders-dr","positions":[],"recovery":[],"startedAt":1700000000000,'
+        b'"steps":["cut"],"targetEnds":[],"updatedAt":1700000001000,"v":1}',
+    ),
+    (
         ReleaseRecord("orders-dr", "orders", 3, f"{_SESSION}/7", 1700000300000),
         b'{"group":"orders-dr","k":1,"kind":"release","partition":3,"topic":"orders"}',
         b'{"at":1700000300000,"claim":"1700000000000-1a2b3c4d/7","v":1}',
@@ -258,7 +277,8 @@ def test_a_record_class_refuses_another_kind_and_tombstones():
 
 
 def test_assignment_reprs_are_readable():
-    member, standby, owner, eos_free, release = ASSIGNMENT
+    member, standby, owner, eos_free, cutover, release = ASSIGNMENT
+    assert repr(cutover) == "CutoverRecord(orders-dr: cutover cut at 1700000000000, 1 partitions)"
     assert repr(member) == (
         "MemberRecord(orders-dr: host-a alive, session 1700000000000-1a2b3c4d on host-a, "
         "at 1700000001000)"
@@ -391,10 +411,31 @@ def test_the_run_encoder_writes_the_record_bytes(pipeline, topic, target):
 )
 def test_a_value_writer_writes_the_bytes_encode_value_writes(pipeline, owner, topic_id):
     write = ProgressRecord.value_writer(pipeline, owner, topic_id)
-    for offset, at in ((0, 0), (42, 1700000000000), (2**62, 1)):
-        rec = ProgressRecord("g", "t", 0, offset, pipeline, at, owner, topic_id)
-        assert write(offset, at) == rec.encode_value()
-        assert ProgressRecord.decode_value(rec.key, write(offset, at), "t[0]@1") == rec
+    cases = ((0, 0, 0, None), (42, 1700000000000, 3, 50), (2**62, 1, 2**40, 2**62), (5, 1, 0, 5))
+    for offset, at, foreign, end in cases:
+        rec = ProgressRecord("g", "t", 0, offset, pipeline, at, owner, topic_id, foreign, end)
+        value = write(offset, at, foreign, end)
+        assert value == rec.encode_value()
+        assert ProgressRecord.decode_value(rec.key, value, "t[0]@1") == rec
+
+
+def test_the_source_end_seen_is_optional_in_both_directions():
+    key = ProgressKey("g", "t", 0)
+    old = b'{"committedAt":1,"offset":7,"pipeline":"p","v":1}'
+    assert ProgressRecord.decode_value(key, old, "t[0]@1").end is None
+    new = ProgressRecord("g", "t", 0, 7, "p", 1, end=9).encode_value()
+    assert json.loads(new) == {"committedAt": 1, "end": 9, "offset": 7, "pipeline": "p", "v": 1}
+
+
+def test_foreign_records_are_optional_in_both_directions():
+    """Values without the count (older writers) read as 0; values with it read by a reader
+    that does not know it are still valid version-1 values (it is an extra field)."""
+    key = ProgressKey("g", "t", 0)
+    old = b'{"committedAt":1,"offset":7,"pipeline":"p","v":1}'
+    assert ProgressRecord.decode_value(key, old, "t[0]@1").foreign == 0
+    new = ProgressRecord("g", "t", 0, 7, "p", 1, foreign=5).encode_value()
+    assert json.loads(new) == {"committedAt": 1, "foreign": 5, "offset": 7, "pipeline": "p", "v": 1}
+    assert ProgressRecord("g", "t", 0, 7, "p", 1).encode_value() == old
 
 
 def test_the_other_groups_filter_skips_only_keys_of_other_groups():

@@ -55,3 +55,37 @@ def test_json_carries_the_record_and_the_dry_run_left_to_copy():
         {"topic": "orders", "partition": 0, "end": 50, "committed": 40, "toCopy": 9}
     ]
     assert "nothing written" in dry.render()
+
+
+def test_a_failover_reports_its_recovery_point():
+    from k2k.formats.cutover import RecoveryPoint
+
+    started = 1_700_000_100_000
+    rec = CutoverRecord(
+        "g",
+        "p",
+        STEPS,
+        {("orders", 0): 40, ("orders", 1): 9},
+        {},
+        (EXACT,),
+        (),
+        started,
+        started,
+        "host-a",
+        "failover",
+        (
+            RecoveryPoint("orders", 0, 40, 45, started - 2_500),
+            RecoveryPoint("orders", 1, 9, 9, started - 60_000),  # caught up: nothing lost
+        ),
+    )
+    report = CutoverReport.of_record(rec, already=False)
+    report.notes = ["group 'x': not moved: it has active members on the target"]
+    text = report.render()
+    assert text.startswith("pipeline p: failed over at ")
+    assert "group 'x': not moved" in text
+    assert "recovery point: 5 source offsets known not replicated; partitions behind " in text
+    assert "up to 2.5 s before the failover" in text
+    doc = report.to_json()
+    assert doc["recovery"]["total"] == {"notReplicated": 5, "seconds": 2.5}
+    assert doc["recovery"]["partitions"][0]["lastSeenEnd"] == 45
+    assert doc["notes"] == report.notes

@@ -57,7 +57,7 @@ def test_the_config_model_defaults_reach_the_template() -> None:
         assignment_partitions=2,
         sync_timeout_s=30.0,
     )
-    assert spec.policies == PolicySpec("fail", "fail", "fail")
+    assert spec.policies == PolicySpec("fail", "fail", "fail", "warn")
     assert spec.lease_s == 300.0
     assert (spec.lease_id, spec.topics, spec.topic_ids) == (0, {}, {})
     assert (spec.control, spec.observer, spec.telemetry) == (None, None, False)
@@ -73,6 +73,7 @@ def test_the_pipeline_settings_reach_the_template() -> None:
             "onCommitSyncTimeout": "ignore",
             "onControlMessageDeserializationError": "ignore",
             "onSourceRecordsLost": "continue",
+            "onForeignWrites": "fail",
         },
     )
     assert spec.commit.exactly_once
@@ -81,4 +82,4 @@ def test_the_pipeline_settings_reach_the_template() -> None:
     # Exactly-once keeps the producer's delivery timeout, bounded by the transaction's.
     assert spec.commit.ack_timeout_s == delivery_timeout_s(spec.clients.target_producer)
     assert spec.control_topics.sync_timeout_s == 60.0
-    assert spec.policies == PolicySpec("ignore", "ignore", "continue")
+    assert spec.policies == PolicySpec("ignore", "ignore", "continue", "fail")

@@ -92,7 +92,12 @@ def test_everything_sent_to_tasks_pickles():
         clients=ClientSpec({"bootstrap.servers": "x"}, {}, {}),
         commit=CommitSpec(exactly_once=True, batch_size=10, batch_timeout_s=1.0, ack_timeout_s=9),
         control_topics=ControlTopicSpec("p", "m", "g", "ctl", 1, "asg", 1, 30.0),
-        policies=PolicySpec(on_sync_timeout="fail", on_bad_record="ignore", on_records_lost="fail"),
+        policies=PolicySpec(
+            on_sync_timeout="fail",
+            on_bad_record="ignore",
+            on_records_lost="fail",
+            on_foreign_writes="warn",
+        ),
     )
     group = RunnerGroup(0, (PartitionRange("t", 0, 5, None, True),))
     assert pickle.loads(pickle.dumps(spec)) == spec

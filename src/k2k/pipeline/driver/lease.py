@@ -104,6 +104,7 @@ def lease_template(
             on_sync_timeout=cfg.error_handling.on_commit_sync_timeout,
             on_bad_record=cfg.error_handling.on_control_message_deserialization_error,
             on_records_lost=cfg.error_handling.on_source_records_lost,
+            on_foreign_writes=cfg.error_handling.on_foreign_writes,
         ),
     )
 

@@ -12,6 +12,10 @@ lease the planner:
    another member (:meth:`Membership.changed`);
 4. releases the partitions of every runner that returned (:meth:`Membership.release`).
 
+Once ``k2k cutover`` drained the pipeline (:mod:`k2k.pipeline.driver.cutover`),
+:attr:`Membership.cutover` holds its record: :meth:`Membership.join` raises
+:class:`~k2k.pipeline.driver.cutover.CutOver`, and :meth:`Membership.changed` ends the lease.
+
 A newer session under the same member name makes :class:`~k2k.coordination.assignment.StandDown`
 propagate out of any of these; after it, :meth:`Membership.close` writes nothing more.
 """
@@ -30,7 +34,9 @@ from k2k.config import PipelineConfig
 from k2k.coordination.assignment import StandDown, transactional_id
 from k2k.coordination.controltopics import assignment_member
 from k2k.errors import K2KError
+from k2k.formats.cutover import CutoverRecord
 from k2k.kafka import TP
+from k2k.pipeline.driver.cutover import CutOver, describe, drained
 from k2k.pipeline.plan import RunnerGroup, RunnerSummary
 
 __all__ = ["Membership"]
@@ -52,19 +58,40 @@ class Membership:
         #: Set when a newer session of this member name took over: leave nothing behind.
         self.stood_down = False
         self._fencings_counted = 0
+        self._cutover_noted = False
         self.assignment = assignment_member(
             cfg, member, standby=standby, partitions=assignment_partitions
         )
 
     def join(self) -> None:
-        """Heartbeat and read the assignment topic up to now."""
+        """Heartbeat and read the assignment topic up to now.
+
+        Raises :class:`~k2k.pipeline.driver.cutover.CutOver` when ``k2k cutover`` drained
+        the pipeline already: nothing may be copied any more (leaving on the way out)."""
         self.assignment.catch_up()
+        record = self.cutover
+        if record is not None:
+            self._cutover_noted = True
+            log.info("not starting: %s", describe(record))
+            raise CutOver(record)
         log.info(
             "member %s of commit group %s (%s)",
             self.member,
             self.cfg.commit_group,
             "standby" if self.standby else "active",
         )
+
+    @property
+    def cutover(self) -> CutoverRecord | None:
+        """The cut-over record once ``k2k cutover`` drained the pipeline (this member must
+        stop), as last read; None before (a record with step ``cut`` only changes nothing)."""
+        return drained(self.assignment.view)
+
+    def drained_now(self) -> bool:
+        """Read what arrived (no wait): True once the pipeline was drained, e.g. by
+        ``k2k failover`` while the source is away and no lease runs."""
+        self.assignment.tick()
+        return self.cutover is not None
 
     def share(self, partitions: list[TP]) -> tuple[tuple[str, ...], set[TP]]:
         """Step 1: the active members now, and this member's share of ``partitions``."""
@@ -105,8 +132,17 @@ class Membership:
         """Step 3: True when the lease should end: the active members are no longer
         ``members``, or a partition of ``claims`` was claimed by another member.
 
+        Also True once ``k2k cutover`` drained the pipeline (:attr:`cutover`): the lease
+        ends as on a stop, and the planner stops after it.
+
         Raises :class:`~k2k.coordination.assignment.StandDown` for a newer session of ours."""
         self.assignment.tick()
+        record = self.cutover
+        if record is not None:
+            if not self._cutover_noted:
+                self._cutover_noted = True
+                log.info("%s; ending the lease and stopping", describe(record))
+            return True
         now = self.assignment.active_members()
         if now != members:
             log.info(

@@ -44,15 +44,19 @@ class OutageRider:
         down_since: Callable[[], float | None] = lambda: None,
         clock: Callable[[], float] = time.monotonic,
         describe: Callable[[], str | None] = lambda: None,
+        ended: Callable[[], bool] = lambda: False,
     ) -> None:
         """``down_since``: when the probes first found a cluster unreachable (``clock``'s
         time), so an outage counts from then, not from the lease failure it caused;
-        ``describe``: that outage in words, for the error of a lease ended by the bound."""
+        ``describe``: that outage in words, for the error of a lease ended by the bound;
+        ``ended``: True when the run must end anyway (``k2k failover`` drained the pipeline
+        while its source is away), asked while waiting."""
         self.views = views
         self.down_since = down_since
         self.describe = describe
         self.max_outage_s = max_outage_s
         self.stop = stop
+        self.ended = ended
         self.clock = clock
         self.since: float | None = None  # when the current outage began, None outside one
         self.backoff_s = FIRST_BACKOFF_S
@@ -119,12 +123,12 @@ class OutageRider:
             self.announced = False
             log.debug("lease failed again during the outage: %s", failure)
         self._give_up_if_too_long(failure)
-        if self.stop.wait(self.backoff_s):
+        if self.stop.wait(self.backoff_s) or self.ended():
             return
         self.backoff_s = min(self.backoff_s * 2, MOST_BACKOFF_S)
         while not all(view.answering for view in self.views.values()):
             self._give_up_if_too_long(failure)
-            if self.stop.wait(_LOOK_S):
+            if self.stop.wait(_LOOK_S) or self.ended():
                 return
 
     def _give_up_if_too_long(self, failure: Unavailable) -> None:

@@ -20,6 +20,10 @@ checkpoints, membership, committed progress, a first discovery, Spark and the le
 
 Progress lives on the target cluster, so the driver needs no Spark checkpoint and a
 restarted driver simply reads the commit topic again.
+
+Once ``k2k cutover`` drained the pipeline the run ends cleanly, as on a stop, and
+:attr:`PipelineStats.cutover <k2k.observability.stats.PipelineStats.cutover>` says so
+(:mod:`k2k.pipeline.driver.cutover`).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from k2k.errors import (
 )
 from k2k.kafka import TP
 from k2k.observability.stats import PipelineStats
+from k2k.pipeline.driver.cutover import CutOver
 from k2k.pipeline.driver.lease import LeaseJob
 from k2k.pipeline.driver.planning import PlanningState
 from k2k.pipeline.driver.runscope import RunOptions, RunScope, open_run
@@ -116,14 +121,18 @@ class Planner:
             scope.control.end_lease()
 
     def run(self) -> PipelineStats:
-        """Runs on: driver. Replicate until stopped (or caught up); returns the final
-        statistics. Closes everything it opened, also on errors."""
-        with open_run(self.cfg, self.options, self.planning, self.stats, self._stop) as scope:
-            self._scope = scope
-            try:
-                self._loop(scope)
-            finally:
-                self._scope = None
+        """Runs on: driver. Replicate until stopped (or caught up, or cut over: then
+        ``stats.cutover`` is set); returns the final statistics. Closes everything it
+        opened, also on errors."""
+        try:
+            with open_run(self.cfg, self.options, self.planning, self.stats, self._stop) as scope:
+                self._scope = scope
+                try:
+                    self._loop(scope)
+                finally:
+                    self._scope = None
+        except CutOver as exc:  # at the join: nothing claimed, nothing copied
+            self.stats.cutover = exc.record
         return self.stats
 
     def _loop(self, scope: RunScope) -> None:
@@ -131,6 +140,8 @@ class Planner:
         checkpoints' last pass after a clean end."""
         discover = False  # open_run just discovered, for the first lease
         while not self._stop.is_set():
+            if self._cut_over(scope):
+                break
             if self.options.until_caught_up and self.planning.caught_up():
                 break
             try:
@@ -142,6 +153,13 @@ class Planner:
             discover = True
         if scope.checkpoints is not None:
             scope.checkpoints.last_pass()
+
+    def _cut_over(self, scope: RunScope) -> bool:
+        """True once ``k2k cutover`` drained the pipeline (noted in the statistics)."""
+        record = scope.membership.cutover
+        if record is not None:
+            self.stats.cutover = record
+        return record is not None
 
     def _slots(self, job: LeaseJob) -> int:
         """Runner groups per lease: ``spark.parallelism``, else Spark's default parallelism.
@@ -162,6 +180,8 @@ class Planner:
             # A lease boundary is where new topics take effect.
             self.stats.topics = self.planning.discover(discovery)
         members, mine = membership.share(discovery.partitions())
+        if membership.cutover is not None:
+            return  # claim nothing: the loop stops
         everything = self.planning.positions.ranges(discovery.selected, self.planning.ends)
         ranges = [r for r in everything if (r.topic, r.partition) in mine]
         if not ranges:
@@ -173,8 +193,8 @@ class Planner:
             job.idle(IdleWatch(scope, members, everything))
             self._give_up_if_decided(job)
             return
-        groups = membership.claim(self._plan(scope, ranges, self._slots(job)), self._stop.is_set)
-        if self._stop.is_set():
+        groups = membership.claim(self._plan(scope, ranges, self._slots(job)), self._stopping)
+        if self._stopping():
             # Not released: this claim may not have fenced its predecessors yet, so the
             # next claimant must still deal with them (see Assignment.acquire).
             return
@@ -204,8 +224,18 @@ class Planner:
         scope.live.tick()
         self._give_up_if_decided(job)  # before the runners' own errors: the documented line
         failed = [s for s in summaries if s.error]
-        if failed:
+        if failed and membership.cutover is not None:
+            # Drained: progress reached the cut everywhere before k2k cutover said so.
+            log.warning(
+                "lease %d: a runner failed while stopping: %s", spec.lease_id, failed[0].error
+            )
+        elif failed:
             self._lease_failed(scope, spec.lease_id, failed)
+
+    def _stopping(self) -> bool:
+        """A stop was requested, or ``k2k cutover`` drained the pipeline meanwhile."""
+        scope = self._scope
+        return self._stop.is_set() or (scope is not None and scope.membership.cutover is not None)
 
     def _lease_failed(self, scope: RunScope, lease_id: int, failed: list[RunnerSummary]) -> None:
         """After runners failed: a target topic deleted meanwhile ends the run; else plan

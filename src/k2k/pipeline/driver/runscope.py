@@ -1,9 +1,12 @@
 """What lives for one run of the planner, opened in start-up order and closed on one stack.
 
 Runs on: driver, once per ``k2k start``. :func:`open_run` prepares a run step by step: both
-clusters answer and the control topics exist, the cluster watch starts, MM2 heartbeats and
-checkpoints start, this member joins its commit group, committed progress is read, the
+clusters answer and the control topics exist, the cluster watch starts, this member joins
+its commit group, MM2 heartbeats and checkpoints start, committed progress is read, the
 first discovery runs, metrics start (``-t``), Spark runs and the lease channel listens.
+A pipeline that ``k2k cutover`` drained stops at the join
+(:class:`~k2k.pipeline.driver.cutover.CutOver`): before Spark, progress and the MM2
+services, having written nothing but its own member records.
 Each resource goes onto one :class:`contextlib.ExitStack` the moment it opens, so a step
 that fails closes exactly what the steps before it opened.
 
@@ -119,12 +122,15 @@ def open_run(
         stack.callback(watch.close)
         control_topics = _connect(cfg, discovery)
         watch.start()  # both answered: from now on an outage is reported (and when it ends)
-        heartbeats, checkpoints = _start_mm2_services(cfg, discovery, stack)
+        heartbeats, checkpoints = _mm2_services(cfg, discovery, stack)
         log.info("joining commit group %s", cfg.commit_group)
         membership = stack.enter_context(
             Membership(cfg, options.member, options.standby, control_topics.assignment)
         )
-        membership.join()
+        membership.join()  # CutOver once k2k cutover drained the pipeline: nothing more
+        for service in (heartbeats, checkpoints):
+            if service is not None:
+                service.start()
         progress = _load_progress(cfg, planning, stack)
         _first_discovery(discovery, planning, stats, options.until_caught_up)
         template = _lease_template(cfg, options.member, control_topics)
@@ -147,6 +153,7 @@ def open_run(
                 stop,
                 watch.reachability.down_since,
                 describe=watch.reachability.describe,
+                ended=membership.drained_now,
             ),
             membership=membership,
             live=LiveProgress(planning, stats, discovery.source, progress, options.on_tick),
@@ -178,21 +185,21 @@ def _connect(cfg: PipelineConfig, discovery: Discovery) -> ControlTopics:
     return control_topics
 
 
-def _start_mm2_services(
+def _mm2_services(
     cfg: PipelineConfig, discovery: Discovery, stack: contextlib.ExitStack
 ) -> tuple[HeartbeatEmitter | None, CheckpointEmitter | None]:
-    """MM2's heartbeats and checkpoints, when enabled: driver threads of their own."""
+    """MM2's heartbeats and checkpoints, when enabled: driver threads of their own, their
+    topics checked and their closing on the stack (so they stop after this member left),
+    started by the caller once the member joined (a cut-over pipeline writes nothing)."""
     heartbeats = checkpoints = None
     if cfg.features.heartbeats:
         ensure_heartbeats_topic(cfg, discovery.target)
         heartbeats = HeartbeatEmitter(cfg)
         stack.callback(heartbeats.close)
-        heartbeats.start()
     if cfg.features.checkpoints:
         ensure_checkpoints_topic(cfg, discovery.target)
         checkpoints = CheckpointEmitter(cfg)
         stack.callback(checkpoints.close)
-        checkpoints.start()
     return heartbeats, checkpoints
 
 

@@ -44,6 +44,7 @@ from k2k.pipeline.task.commit.exactly_once import ExactlyOnce, start_transaction
 from k2k.pipeline.task.commit.ledger import ProgressLedger
 from k2k.pipeline.task.copier import RecordCopier, make_copier
 from k2k.pipeline.task.faults import DriverGone, Fenced, RunnerFaults
+from k2k.pipeline.task.foreign import ForeignWatch, watched_targets
 from k2k.pipeline.task.observe import observers
 from k2k.pipeline.task.source import SourceReader
 from k2k.schemamapping.mapper import registered_by
@@ -134,6 +135,7 @@ class Runner:
                     spec.policies.on_records_lost,
                 )
                 closing.callback(source.close)
+                self.ledger.seen_end = source.seen_end
                 if not source.assigned and not self.ledger.unwritten:
                     return
                 strategy = self._strategy(producers, len(source.assigned))
@@ -214,7 +216,11 @@ class Runner:
             source.topics,
             source.on_event,
             self.faults.produce_failed,
-            observers(spec.observer(strategy) if spec.observer else None, self.tally),
+            observers(
+                spec.observer(strategy) if spec.observer else None,
+                self.tally,
+                self._foreign_watch(strategy),
+            ),
             dict(self.ledger.committed),
         )
         try:
@@ -232,6 +238,20 @@ class Runner:
         except K2KError:
             strategy.abandon()
             raise
+
+    def _foreign_watch(self, strategy: CommitStrategy) -> ForeignWatch | None:
+        """The watch for foreign writes on the target (None when no topic can be watched)."""
+        watched = watched_targets(self.spec.topics)
+        if not watched:
+            return None
+        return ForeignWatch(
+            watched,
+            self.ledger,
+            self.faults,
+            self.spec.policies.on_foreign_writes,
+            (lambda: strategy.batch) if isinstance(strategy, ExactlyOnce) else None,
+            self.tally,
+        )
 
     def _loop(
         self, source: SourceReader, strategy: CommitStrategy, copier: RecordCopier, stop: StopSignal

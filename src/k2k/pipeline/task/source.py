@@ -153,6 +153,11 @@ class SourceReader:
             out[key] = max(tp.offset, self.eof.get(key, -1), self.committed[key])
         return out
 
+    def seen_end(self, tp: TP) -> int | None:
+        """The partition's end as the last fetch reported it (no request), None before one."""
+        high: int = self.consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)[1]
+        return high if high >= 0 else None
+
     def caught_up(self) -> Positions | None:
         """The positions when every partition still read has reached the end the last fetch
         reported (librdkafka's cached high watermark, no request), else None. A backlog

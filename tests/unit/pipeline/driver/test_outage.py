@@ -76,6 +76,20 @@ def test_a_stop_request_ends_the_wait():
     OutageRider(away, None, stop).wait(FAILURE)  # returns at once
 
 
+def test_a_drained_pipeline_ends_the_wait_for_a_source_that_stays_away():
+    """k2k failover drains the pipeline while its source is gone: the member stops."""
+    away = views()
+    away["source"].answering = False
+    asked = []
+
+    def ended() -> bool:
+        asked.append(True)
+        return len(asked) >= 2
+
+    OutageRider(away, None, threading.Event(), ended=ended).wait(FAILURE)
+    assert len(asked) == 2
+
+
 def test_outlasted_names_the_outage_past_the_bound_and_the_run_ends_with_it():
     clock = Clock()
     since: dict[str, float | None] = {"at": None}

@@ -192,3 +192,54 @@ def test_the_metrics_last_export_counts_the_error_that_ended_the_run(
         "watch",
         "spark",
     ]
+
+
+class _Service(_Closes):
+    """An MM2 heartbeat or checkpoint emitter: checked and on the stack, started later."""
+
+    def start(self) -> None:
+        self.closed.append(f"{self.name} started")
+
+
+def _with_mm2_services(monkeypatch: pytest.MonkeyPatch, fixture: _Fixture) -> None:
+    def services(cfg: Any, discovery: Any, stack: contextlib.ExitStack) -> tuple[Any, Any]:
+        found = _Service("heartbeats", fixture.closed), _Service("checkpoints", fixture.closed)
+        for service in found:
+            stack.callback(service.close)
+        return found
+
+    monkeypatch.setattr(runscope, "_mm2_services", services)
+
+
+def test_the_mm2_services_start_once_joined_and_stop_after_leaving(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fixture = _Fixture(monkeypatch, fail_join=None)
+    _with_mm2_services(monkeypatch, fixture)
+    with fixture.open():
+        assert fixture.closed == ["heartbeats started", "checkpoints started"]
+    assert fixture.closed[2:] == [
+        "control",
+        "progress",
+        "membership",
+        "checkpoints",
+        "heartbeats",
+        "watch",
+        "spark",
+    ]
+
+
+def test_a_pipeline_cut_over_stops_at_the_join_before_spark_and_the_services(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from k2k.formats import CutoverRecord
+    from k2k.pipeline.driver.cutover import CutOver
+
+    done = CutoverRecord("g", "g", ("cut", "drain"), {}, {}, (), (), 1, 2, "host-a")
+    fixture = _Fixture(monkeypatch, fail_join=CutOver(done))
+    _with_mm2_services(monkeypatch, fixture)
+    with pytest.raises(CutOver), fixture.open():
+        pytest.fail("the scope opened although the pipeline was cut over")
+    # Never started: no MM2 records, no progress read, no Spark; the member leaves.
+    assert fixture.closed == ["membership", "checkpoints", "heartbeats", "watch"]
+    assert not fixture.membership.stood_down

@@ -86,6 +86,9 @@ class ExactlyOnce:
         self.batch_timeout_s = spec.batch_timeout_s
         self.wait_s = min(spec.ack_timeout_s, _MAX_TXN_WAIT_S)
         self.in_txn = False
+        #: Transactions handed off to commit so far: the open one's number. The two
+        #: producers take turns, so batches n and n + 2 share a producer (foreign.py).
+        self.batch = 0
         self.records = 0
         self.started = time.monotonic()
         # Where the next transaction starts per partition (where the previous one, which
@@ -159,6 +162,7 @@ class ExactlyOnce:
         # Step 4.
         commit = functools.partial(self._commit, self.producer, self.pair.current_id, positions)
         self.pair.hand_off(commit, written)
+        self.batch += 1
         self.producer = self.pair.current
         self.in_txn = False
 

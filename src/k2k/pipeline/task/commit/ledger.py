@@ -81,6 +81,12 @@ class ProgressLedger:
         self._writers: dict[TP, ValueWriter] = {}
         #: Told how long each commit took, and when one failed (telemetry), else None.
         self.timing: CommitTiming | None = None
+        #: Per partition, the foreign records counted on its target partition so far
+        #: (read with its progress, grown by k2k.pipeline.task.foreign), written with it.
+        self.foreign: dict[TP, int] = {}
+        #: The source end a partition's reader last saw (None: not known), written with its
+        #: progress so that a failover can tell what was not replicated.
+        self.seen_end: Callable[[TP], int | None] = lambda _tp: None
 
     # -- start ---------------------------------------------------------------------------
 
@@ -123,6 +129,8 @@ class ProgressLedger:
         tp = (r.topic, r.partition)
         self.outcomes[tp] = PartitionOutcome(r.topic, r.partition, start, start)
         self.committed[tp] = start
+        if rec.foreign:
+            self.foreign[tp] = rec.foreign
         self.unwritten.discard(tp)
         return PartitionRange(r.topic, r.partition, start, r.end, True)
 
@@ -163,9 +171,8 @@ class ProgressLedger:
             write = self._writers[tp] = ProgressRecord.value_writer(
                 control.pipeline, control.member, self.topic_ids.get(tp[0], "")
             )
-        produce_when_room(
-            producer, self.commit_topic, write(pos, now_ms), key, partition, self.on_delivery
-        )
+        value = write(pos, now_ms, self.foreign.get(tp, 0), self.seen_end(tp))
+        produce_when_room(producer, self.commit_topic, value, key, partition, self.on_delivery)
 
     def mark_committed(self, written: Written) -> None:
         for tp, pos in written:
