@@ -182,5 +182,5 @@ def test_without_a_recorded_fork_the_reverse_run_refuses_in_one_line(
     create_topic(clusters.target, PREFIX + topic, 1)
     path = _pipeline(tmp_path, clusters, name, [topic])
     line = _one_line(k2k_cli("start", "-f", str(path), "--reverse", "--until-caught-up"), 1)
-    assert line.startswith(f"error: no finished cut-over of pipeline {name!r}")
+    assert line.startswith(f"error: no finished cut-over or failover of pipeline {name!r}")
     assert f"__k2k_assign-{name}" in line

@@ -253,9 +253,9 @@ def prepare_reverse(
     fork = fork_point(cfg)
     if fork is None and need_fork:
         raise NoForkPoint(
-            f"no finished cut-over of pipeline {cfg.name!r} (commit group "
+            f"no finished cut-over or failover of pipeline {cfg.name!r} (commit group "
             f"{cfg.commit_group!r}) in {cfg.coordination.assignment.topic} on the target; "
-            "expected k2k cutover to have run: a reverse run copies only what was written "
-            "to the target since the fork"
+            "expected k2k cutover or k2k failover to have run: a reverse run copies only "
+            "what was written to the target since the fork"
         )
     return reversed_cfg, fork

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from k2k.formats.cutover import STEPS, CutoverRecord
 from k2k.migration.fork import ForkPoint
 
@@ -22,7 +24,7 @@ def _record(steps: tuple[str, ...]) -> CutoverRecord:
 
 
 def test_a_finished_cutover_forks_at_its_target_ends():
-    fork = ForkPoint.of_cutover(_record(STEPS))
+    fork = ForkPoint.of_record(_record(STEPS))
     assert fork.offsets == {("eu.orders", 0): 12, ("eu.orders", 1): 3}
     assert (fork.at_ms, fork.by, fork.group, fork.host) == (
         1_700_000_009_000,
@@ -36,6 +38,12 @@ def test_a_finished_cutover_forks_at_its_target_ends():
 
 def test_the_fork_is_a_copy_of_the_record_offsets():
     rec = _record(STEPS)
-    fork = ForkPoint.of_cutover(rec)
+    fork = ForkPoint.of_record(rec)
     fork.offsets[("eu.orders", 0)] = 0
     assert rec.target_ends[("eu.orders", 0)] == 12
+
+
+def test_a_finished_failover_forks_the_same_way():
+    rec = _record(STEPS)
+    fork = ForkPoint.of_record(dataclasses.replace(rec, mode="failover"))
+    assert (fork.by, fork.offsets) == ("failover", rec.target_ends)
