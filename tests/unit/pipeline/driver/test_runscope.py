@@ -87,6 +87,9 @@ class _Membership(_Closes):
         if self.fail_join is not None:
             raise self.fail_join
 
+    def drained_now(self) -> bool:
+        return False
+
 
 class _Progress(_Closes):
     def load(self) -> dict[Any, Any]:
