@@ -57,7 +57,8 @@ __all__ = ["start"]
     is_flag=True,
     help="Run the pipeline the other way (failback): the target topics it replicated are "
     "copied back to the source under their original names, from the fork point the last "
-    "k2k cutover recorded; control topics on the source, commit group <group>-reverse. "
+    "k2k cutover or k2k failover recorded; control topics on the source, commit group "
+    "<group>-reverse. "
     "k2k validate --reverse prints the reversed pipeline (docs/operations.md#failback).",
 )
 @TELEMETRY

@@ -458,12 +458,13 @@ class Discovery:
         missing = positions.missing(
             (t, p) for t, info in selected.items() for p in range(info.partitions)
         )
+        if self.start_at is not None:
+            if missing:
+                self._start_given(missing, positions)
+            return
         replicated = {t for t in selected if t in self.selected} | {
             t for t, _ in positions.has_progress if t in selected
         }
-        if self.start_at is not None and missing:
-            self._start_given(missing, positions)
-            return
         grown = [tp for tp in missing if tp[0] in replicated]
         fresh = [tp for tp in missing if tp[0] not in replicated]
         if grown:
