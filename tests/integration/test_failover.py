@@ -36,7 +36,7 @@ from tests.helpers.pipelines import (
 pytestmark = pytest.mark.integration
 
 #: Records on the source when its broker dies, most of them not replicated yet.
-BACKLOG = 600_000
+BACKLOG = 200_000
 
 #: The failover returns within this (members in an outage wait notice the record within a
 #: second; fencing and the groups' pass take a few more).
@@ -51,8 +51,9 @@ def test_failover_after_the_source_broker_is_killed(
     create_topic(source, topic, 3)
     produce(source, topic, [(i % 3, b"k", b"v-%d" % i, None, BASE_TS + i) for i in range(900)])
     # The load the broker dies under: a backlog the replicator is copying (every progress
-    # record it writes carries the end it saw, which is the backlog's).
-    produce_bulk(source, topic, BACKLOG, 3)
+    # record it writes carries the end it saw, which is the backlog's), slowly: tiny record
+    # batches and tiny fetches.
+    produce_bulk(source, topic, BACKLOG, 3, **{"batch.size": 200, "linger.ms": 0})
     held = end_offsets(source, topic)
     groups = [group_name(f"fo{i}") for i in range(3)]
     positions = commit_random_positions(source, groups, [topic], seed=46)
@@ -66,6 +67,11 @@ def test_failover_after_the_source_broker_is_killed(
         coordination={"assignment": {"topic": f"__k2k_assign-{name}", "graceWindow": "5 seconds"}},
     )
     doc["source"]["kafka"]["common"]["bootstrap.servers"] = source
+    doc["source"]["kafka"]["consumer"] = {
+        "max.partition.fetch.bytes": "1024",
+        "fetch.max.bytes": "4096",
+        "message.max.bytes": "4096",
+    }
     path = write_pipeline(tmp_path, doc)
     overlay = write_pipeline(
         tmp_path, {"groups": {"consumerGroups": groups, "pollInterval": "1 second"}}, "groups.yaml"
@@ -78,14 +84,15 @@ def test_failover_after_the_source_broker_is_killed(
     )
     try:
         member = running_pipeline(path, lambda got: sum(got.values()) > 1500)
-        # A zombie: the member freezes mid-copy (open transactions, claims held) and only
-        # resumes after the failover returned.
-        member.signal_tree(signal.SIGSTOP)
         eventually(
             lambda: all(len(target_commits(target, g)) == 3 for g in groups),
             expected=True,
             timeout=120,
+            interval=0.3,
         )
+        # A zombie: the member freezes mid-copy (open transactions, claims held) and only
+        # resumes after the failover returned.
+        member.signal_tree(signal.SIGSTOP)
         os.kill(own_source.pid, signal.SIGKILL)
     finally:
         app.terminate()

@@ -44,8 +44,17 @@ class Failover(Cutover):
             rec = self._write(self._cut())
         if "stop" not in rec.steps:
             self._stop_and_hold(rec.cut)
+            # Read again once every producer is fenced: a transaction a zombie had asked to
+            # commit completes when it is fenced, so its progress counts only now.
+            after = self._cut()
             rec = self._write(
-                rec.with_step("stop", now_ms(), target_ends=self._target_ends(rec.cut))
+                rec.with_step(
+                    "stop",
+                    now_ms(),
+                    cut=after.cut,
+                    recovery=after.recovery,
+                    target_ends=self._target_ends(after.cut),
+                )
             )
         rows, notes = self._move_groups(rec)
         rec = self._write(rec.with_step("groups", now_ms(), positions=tuple(rows)))

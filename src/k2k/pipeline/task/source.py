@@ -154,8 +154,11 @@ class SourceReader:
         return out
 
     def seen_end(self, tp: TP) -> int | None:
-        """The partition's end as the last fetch reported it (no request), None before one."""
-        high: int = self.consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)[1]
+        """The partition's end as the last fetch reported it (no request), None before one
+        (or with nothing left to read: no consumer)."""
+        if self._consumer is None:
+            return None
+        high: int = self._consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)[1]
         return high if high >= 0 else None
 
     def caught_up(self) -> Positions | None:
