@@ -36,7 +36,7 @@ from k2k.kafka.groups import committed_offsets, group_states, list_groups
 from k2k.kafka.murmur2 import murmur2_partition
 from k2k.migration.confidence import classify_groups
 from k2k.migration.counting import replicated_counts
-from k2k.migration.cutpoint import wait_for_cut
+from k2k.migration.cutpoint import named, wait_for_cut
 from k2k.migration.report import CutoverReport, PartitionLeft
 from k2k.offsetmapping.app import OffsetMappingApp
 from k2k.offsetmapping.index import PartitionIndex
@@ -145,19 +145,15 @@ class Cutover:
         return self._store
 
     def index(self, tp: TP) -> PartitionIndex | None:
-        return self.mappings().indexes(tp).get(self.cfg.name)
+        """The pipeline's mappings of ``tp`` as last caught up (read once if never)."""
+        store = self._store if self._store is not None else self.mappings()
+        return store.indexes(tp).get(self.cfg.name)
 
     def classify(self, positions: dict[str, dict[TP, int]], replicated: list[TP]) -> list:
-        self.mappings()
+        self.mappings()  # caught up once; index() reads what it holds
         runs = RunReader(self.cfg.target_client("consumer"), self.timeout_s)
         try:
-            store = self.mappings()
-            return classify_groups(
-                positions,
-                replicated,
-                lambda tp: store.indexes(tp).get(self.cfg.name),
-                runs.resolve,
-            )
+            return classify_groups(positions, replicated, self.index, runs.resolve)
         finally:
             runs.close()
 
@@ -276,7 +272,7 @@ class Cutover:
             if now >= deadline:
                 raise CutoverRefused(
                     f"drain: progress did not reach the cut within --timeout "
-                    f"({self.options.timeout_s:g} s) on {_named(sorted(behind))}; expected a "
+                    f"({self.options.timeout_s:g} s) on {named(sorted(behind))}; expected a "
                     "running k2k start of the pipeline (or none: the command copies itself)"
                 )
             if now - told >= 5:
@@ -368,8 +364,3 @@ def _counted_left(cfg: PipelineConfig, left: list[PartitionLeft]) -> list[Partit
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def _named(tps: list[TP], most: int = 8) -> str:
-    names = [f"{t}[{p}]" for t, p in tps[:most]]
-    return ", ".join(names) + (f" and {len(tps) - most} more" if len(tps) > most else "")

@@ -15,7 +15,7 @@ from k2k.errors import K2KError
 from k2k.kafka import TP
 from k2k.kafka.admin import ClusterView
 
-__all__ = ["SourceStillMoving", "wait_for_cut"]
+__all__ = ["SourceStillMoving", "named", "wait_for_cut"]
 
 #: How often the source end offsets are read while waiting.
 POLL_S = 0.5
@@ -44,14 +44,13 @@ def wait_for_cut(
         if now >= deadline:
             raise SourceStillMoving(
                 f"the source did not stand still within --timeout ({timeout_s:g} s): "
-                f"{_named(last_moving)} still moving or in an open transaction; expected its "
+                f"{named(last_moving)} still moving or in an open transaction; expected its "
                 "producers stopped (k2k never writes to the source: stopping them is your step)"
             )
         if moving and now - told >= 5:
             told = now
             say(
-                f"waiting for the source to stand still: {_named(moving)} moving; stop its "
-                "producers"
+                f"waiting for the source to stand still: {named(moving)} moving; stop its producers"
             )
         time.sleep(POLL_S)
         new_ends, open_ = _ends(source, tps)
@@ -69,7 +68,8 @@ def _ends(source: ClusterView, tps: list[TP]) -> tuple[dict[TP, int], list[TP]]:
     return stable, sorted(tp for tp in tps if high.get(tp) != stable.get(tp))
 
 
-def _named(tps: list[TP], most: int = 8) -> str:
+def named(tps: list[TP], most: int = 8) -> str:
+    """Partitions for a message: the first ``most``, then how many more."""
     names = [f"{t}[{p}]" for t, p in tps[:most]]
     more = f" and {len(tps) - most} more" if len(tps) > most else ""
     return ", ".join(names) + more
