@@ -60,6 +60,7 @@ def inprocess_spec(
         topics=plans,
         topic_ids={},
         lease_s=lease_s,
+        live=False,
         control=control,
         observer=observer,
         telemetry=False,

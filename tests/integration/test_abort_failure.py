@@ -51,6 +51,7 @@ def _spec(bootstrap: str, name: str, commit_topic: str) -> LeaseSpec:
         topics={},
         topic_ids={},
         lease_s=60,
+        live=False,
         control=None,
         observer=None,
         telemetry=False,

@@ -29,6 +29,7 @@ __all__ = [
     "PolicySpec",
     "RunnerGroup",
     "RunnerSummary",
+    "SlotAssignment",
     "plan_groups",
 ]
 
@@ -63,6 +64,27 @@ class RunnerGroup:
     ranges: tuple[PartitionRange, ...]
     transactional_id: str | None = None
     claims: tuple[tuple[str, int, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SlotAssignment:
+    """A runner slot's whole assignment from some point of a continuous lease on, sent
+    over the lease channel; the runner applies the difference to what it copies
+    (docs/architecture.md#leases-that-do-not-stop).
+
+    ``version`` grows with every change of the slot; ``topics`` and ``topic_ids`` hold at
+    least the plans and ids of the topics of ``ranges`` (a runner keeps the plans it has);
+    ``grown`` the target topics of those that gained partitions since the slot's previous
+    assignment, with their partition count now (its producers must see them before
+    writing there).
+    """
+
+    version: int
+    ranges: tuple[PartitionRange, ...]
+    claims: tuple[tuple[str, int, str], ...]
+    topics: dict[str, TopicPlan]
+    topic_ids: dict[str, str]
+    grown: dict[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +159,9 @@ class LeaseSpec:
     topic_ids: dict[str, str]
     #: How long the lease runs, on the executor's clock.
     lease_s: float
+    #: A continuous lease: runners keep running while their partitions change (they take
+    #: :class:`SlotAssignment` changes over the lease channel), also with none at all.
+    live: bool
     #: The lease channel's address; None: no driver to listen to.
     control: tuple[str, int, str] | None
     #: Builds each runner's observer of produced runs (offset mapping, metrics) on the

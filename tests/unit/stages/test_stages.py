@@ -86,6 +86,7 @@ def test_everything_sent_to_tasks_pickles():
         topics={"t": plan},
         topic_ids={"t": "id"},
         lease_s=0.0,
+        live=False,
         control=("h", 1, "token"),
         observer=None,
         telemetry=True,

@@ -49,8 +49,11 @@ class RecordCopier:
         on_produce_error: Callable[[Message, KafkaException], K2KError],
         observer: RunObserver | None = None,
         starts: Mapping[tuple[str, int], int] | None = None,
+        reads: tuple[set[tuple[str, int]], set[tuple[str, int]]] | None = None,
     ) -> None:
-        self.plans = plans
+        """``reads``: the source reader's ``touched`` and ``at_end`` sets, kept current once
+        per run (see :class:`~k2k.pipeline.task.source.SourceReader`)."""
+        self.plans = dict(plans)
         #: With one topic a run ends only where the partition changes.
         self.only_topic = next(iter(topics)) if len(topics) == 1 else None
         self.on_event = on_event
@@ -73,6 +76,23 @@ class RecordCopier:
         #: many source records it kept from being replicated back.
         self.marker = next((p.marker for p in plans.values() if p.marker is not None), None)
         self.skipped = 0
+        self._touched, self._at_end = reads if reads is not None else (set(), set())
+
+    def reassigned(
+        self, plans: Mapping[str, TopicPlan], topics: set[str], gone: set[tuple[str, int]]
+    ) -> None:
+        """The runner's partitions changed: the plans of new topics, the topics now read,
+        and the partitions let go (their per-partition state goes with them)."""
+        for topic, plan in plans.items():
+            self.plans.setdefault(topic, plan)
+        self.only_topic = next(iter(topics)) if len(topics) == 1 else None
+        for tp in gone:
+            self._read_to.pop(tp, None)
+            self._tracing.pop(tp, None)
+
+    def start_at(self, starts: Mapping[tuple[str, int], int]) -> None:
+        """Where the runner starts reading partitions it took on."""
+        self._read_to.update(starts)
 
     def copy(self, msgs: Sequence[Message], strategy: CommitStrategy) -> None:
         """Produce every record of ``msgs`` into the strategy's open batch (begun before the
@@ -90,6 +110,7 @@ class RecordCopier:
         producer = ack = None
         only_topic = self.only_topic
         one_by_one = self.one_by_one
+        touched, at_end = self._touched, self._at_end
         while i < n:
             m = msgs[i]
             if m.error() is not None:
@@ -105,6 +126,9 @@ class RecordCopier:
             if self.split_gaps and j - i > 1:
                 j = _gapless_end(msgs, i, j)
             acks += self._copy_run(msgs, i, j, topic, part, producer, ack)
+            key = (topic, part)
+            touched.add(key)
+            at_end.discard(key)
             records += j - i
             i = j
         if records:
@@ -296,13 +320,15 @@ def make_copier(
     on_produce_error: Callable[[Message, KafkaException], K2KError],
     observer: RunObserver | None = None,
     starts: Mapping[tuple[str, int], int] | None = None,
+    reads: tuple[set[tuple[str, int]], set[tuple[str, int]]] | None = None,
 ) -> RecordCopier:
     """The copier for a runner task: with the test-only failure hook when it is set for
-    this task's first attempt. ``starts``: where the runner starts reading each partition."""
+    this task's first attempt. ``starts``: where the runner starts reading each partition;
+    ``reads``: the source reader's ``touched`` and ``at_end`` sets."""
     fail_at = _injected_failure_point()
     if fail_at is None:
-        return RecordCopier(plans, topics, on_event, on_produce_error, observer, starts)
-    copier = _FailingCopier(plans, topics, on_event, on_produce_error, observer, starts)
+        return RecordCopier(plans, topics, on_event, on_produce_error, observer, starts, reads)
+    copier = _FailingCopier(plans, topics, on_event, on_produce_error, observer, starts, reads)
     copier.fail_at = fail_at
     return copier
 

@@ -128,6 +128,13 @@ class ForeignWatch:
         self._batch = batch
         self._windows: dict[TP, _Window] = {}
 
+    def reassigned(self, watched: frozenset[str], gone: set[TP]) -> None:
+        """The runner's partitions changed: the topics watched now, and the source
+        partitions let go (their windows end: another runner may write there next)."""
+        self.watched = watched
+        for target in [t for t, w in self._windows.items() if w.source in gone]:
+            del self._windows[target]
+
     def on_run(self, run: ProducedRun) -> None:
         if run.target_topic not in self.watched:
             return

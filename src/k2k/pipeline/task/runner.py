@@ -12,6 +12,12 @@ Runs on: executor. In the order a record meets it:
 3. **commit** — the delivery mode's :mod:`commit strategy <k2k.pipeline.task.commit>` seals
    batches at ``batchSize``, ``batchTimeout`` or when caught up, and commits at lease end.
 
+In a continuous lease (``LeaseSpec.live``) a runner is a *slot*: it copies until the lease
+ends, and between two consumed batches it applies the assignment changes the driver sends
+over the lease channel: it commits, lets go of the partitions it lost, takes on the new
+ones (claims verified, progress read) and acknowledges; its other partitions never stop
+(docs/architecture.md#leases-that-do-not-stop).
+
 Python's cyclic garbage collector is off while a runner copies: every consumed batch
 allocates thousands of message objects, and the collector kept scanning them
 (docs/benchmarks.md#cyclic-gc-off-while-copying). Nothing in the loop forms a reference
@@ -33,11 +39,12 @@ from collections.abc import Iterable, Iterator
 from confluent_kafka import KafkaException, Producer
 
 from k2k.coordination.claims import lost_claims
-from k2k.errors import K2KError, ReplicationError
+from k2k.errors import K2KError, ReplicationError, Unavailable
+from k2k.kafka import TP
 from k2k.kafka.factory import build_producer, ready
 from k2k.metrics.tally import RunTally
 from k2k.pipeline.channel import StopSignal
-from k2k.pipeline.plan import LeaseSpec, RunnerGroup, RunnerSummary
+from k2k.pipeline.plan import LeaseSpec, PartitionRange, RunnerGroup, RunnerSummary, SlotAssignment
 from k2k.pipeline.task.commit import CommitStrategy
 from k2k.pipeline.task.commit.at_least_once import AtLeastOnce
 from k2k.pipeline.task.commit.exactly_once import ExactlyOnce, start_transactional_producers
@@ -50,6 +57,9 @@ from k2k.pipeline.task.source import SourceReader
 from k2k.schemamapping.mapper import registered_by
 
 __all__ = ["Runner", "run_groups"]
+
+#: How long a continuous lease's runner with no partition waits for an assignment per turn.
+_EMPTY_SLOT_WAIT_S = 0.25
 
 
 def run_groups(spec: LeaseSpec, groups: Iterable[RunnerGroup]) -> Iterator[RunnerSummary]:
@@ -88,6 +98,8 @@ class Runner:
         #: The runner's metrics (telemetry), fed by the run observer and the commits.
         self.tally = RunTally(spec.lease_id) if spec.telemetry else None
         self.ledger.timing = self.tally
+        #: The foreign-write watch, when a topic can be watched (kept for changes).
+        self.foreign: ForeignWatch | None = None
 
     def run(self) -> RunnerSummary:
         """Runs on: executor, once per task. Never raises for k2k faults: they are returned
@@ -96,8 +108,9 @@ class Runner:
         summary = RunnerSummary(self.group.index)
         collecting = gc.isenabled()
         gc.disable()  # see the module doc: the copy loop makes no reference cycles
+        signal: list[StopSignal] = []
         try:
-            self._run()
+            self._run(signal)
         except Fenced as exc:
             summary.fenced = str(exc)
         except K2KError as exc:
@@ -105,6 +118,8 @@ class Runner:
         finally:
             if collecting:
                 gc.enable()
+            if signal and self.spec.live and not signal[0].is_set():
+                signal[0].ended()  # the driver ends the lease rather than run a slot short
         summary.partitions = list(self.ledger.outcomes.values())
         summary.records, summary.bytes, summary.skipped = self.copied
         summary.schemas_registered = registered_by(p.transform for p in self.spec.topics.values())
@@ -113,15 +128,17 @@ class Runner:
             summary.metrics = self.tally.frame(full=True).encode()
         return summary
 
-    def _run(self) -> None:
+    def _run(self, signal: list[StopSignal]) -> None:
         """Own, read progress, copy until the lease ends, commit. The consumer, the stop
         signal and the commit thread are closed here whatever happens (producers have no
-        close: they go with the task)."""
+        close: they go with the task). ``signal`` receives the stop signal."""
         spec = self.spec
         with contextlib.ExitStack() as closing:
             try:
                 producers = self._own()
-                stop = StopSignal(spec.control, self._frames if self.tally else None)
+                slot = self.group.index if spec.live else None
+                stop = StopSignal(spec.control, self._frames if self.tally else None, slot)
+                signal.append(stop)
                 closing.callback(stop.close)
                 ranges = self.ledger.load(list(self.group.ranges), abort=stop.is_set)
                 if ranges is None:
@@ -136,7 +153,7 @@ class Runner:
                 )
                 closing.callback(source.close)
                 self.ledger.seen_end = source.seen_end
-                if not source.assigned and not self.ledger.unwritten:
+                if not source.assigned and not self.ledger.unwritten and not spec.live:
                     return
                 strategy = self._strategy(producers, len(source.assigned))
                 closing.callback(strategy.close)
@@ -168,7 +185,7 @@ class Runner:
                 spec.clients.target_producer, spec.control_topics, txid, self.faults
             )
             self.faults.producers = producers
-            self._verify_claims()
+            self._verify_claims(self.group.claims)
         else:
             producer = build_producer(
                 spec.clients.target_producer, on_error=self.faults.on_client_error
@@ -184,10 +201,10 @@ class Runner:
             return ExactlyOnce(commit, producers, self.ledger, self.faults, partitions)
         return AtLeastOnce(commit, producers[0], self.ledger, self.faults)
 
-    def _verify_claims(self) -> None:
-        """Stand down unless the newest claim on every partition is still ours."""
+    def _verify_claims(self, claims: tuple[tuple[str, int, str], ...]) -> None:
+        """Stand down unless the newest claim on every partition of ``claims`` is still ours."""
         control = self.spec.control_topics
-        mine = {(t, p): claim for t, p, claim in self.group.claims}
+        mine = {(t, p): claim for t, p, claim in claims}
         if not mine:
             return
         lost = lost_claims(
@@ -222,6 +239,7 @@ class Runner:
                 self._foreign_watch(strategy),
             ),
             dict(self.ledger.committed),
+            (source.touched, source.at_end),
         )
         try:
             try:
@@ -244,7 +262,7 @@ class Runner:
         watched = watched_targets(self.spec.topics)
         if not watched:
             return None
-        return ForeignWatch(
+        self.foreign = ForeignWatch(
             watched,
             self.ledger,
             self.faults,
@@ -252,13 +270,29 @@ class Runner:
             (lambda: strategy.batch) if isinstance(strategy, ExactlyOnce) else None,
             self.tally,
         )
+        return self.foreign
 
     def _loop(
         self, source: SourceReader, strategy: CommitStrategy, copier: RecordCopier, stop: StopSignal
     ) -> None:
         monotonic = time.monotonic
         deadline = monotonic() + self.spec.lease_s  # executor clock: no skew with the driver
-        while source.reading and not stop.is_set() and monotonic() < deadline:
+        live = self.spec.live
+        unwritten = self.ledger.unwritten  # one set for the task: updated in place
+        while True:
+            if stop.wants_attention():  # the lease ends, or this slot's partitions change
+                if stop.is_set():
+                    break
+                self._reassign(stop.take_assignment(), source, strategy, copier, stop)
+                continue
+            if not source.reading:
+                if not live:
+                    break
+                strategy.service()  # a slot with nothing to read waits for an assignment
+                stop.wait(_EMPTY_SLOT_WAIT_S)
+                continue
+            if monotonic() >= deadline:
+                break
             # Step 1. Read what is queued now; with nothing queued the runner may be caught
             # up and the strategy may commit, then the loop waits briefly for the next record.
             msgs = source.take(strategy.room())
@@ -268,16 +302,101 @@ class Runner:
             # Step 2. Stages and write, run by run.
             if msgs:
                 copier.copy(msgs, strategy)
-            # Step 3. Commit point at batchSize records or batchTimeout. One read of the
-            # positions serves both it and the range ends (--until-caught-up).
-            due = strategy.due(monotonic())
-            if due or source.bounds:
-                positions = source.positions()
-                source.retire_finished(positions)
-                if not source.reading:
-                    break
-                if due:
-                    strategy.seal(positions)
-            strategy.service()
+            # Step 3. Range ends (--until-caught-up), then the commit point.
+            if not self._commit_point(source, strategy, unwritten):
+                break
         if stop.driver_gone:
             raise DriverGone(f"{stop.driver_gone}; this runner stopped without committing")
+
+    def _commit_point(
+        self, source: SourceReader, strategy: CommitStrategy, unwritten: set[TP]
+    ) -> bool:
+        """Retire finished ranges (``--until-caught-up``) and seal at ``batchSize`` records or
+        ``batchTimeout``, over the partitions read since the last commit point; False when
+        nothing is left to read and the lease ends."""
+        if source.bounds:
+            source.retire_finished()
+            if not source.reading and not self.spec.live:
+                return False
+        if strategy.due(time.monotonic()):
+            strategy.seal(source.moved_positions(unwritten))
+        strategy.service()
+        return True
+
+    def _reassign(
+        self,
+        assignment: SlotAssignment | None,
+        source: SourceReader,
+        strategy: CommitStrategy,
+        copier: RecordCopier,
+        stop: StopSignal,
+    ) -> None:
+        """Apply a slot's new assignment: commit everything, let go of the partitions it no
+        longer holds, take on the new ones, acknowledge (docs/architecture.md#leases-that-do-not-stop)."""
+        if assignment is None:
+            return
+        ledger = self.ledger
+        wanted = {(r.topic, r.partition): r for r in assignment.ranges}
+        gone = set(ledger.committed) - wanted.keys()
+        new = [r for tp, r in sorted(wanted.items()) if tp not in ledger.committed]
+        if gone or new:
+            strategy.finish(source.final_positions(ledger.unwritten))
+        dropped = ledger.drop(gone) if gone else []
+        if gone:
+            source.drop(gone)
+        self._see_target_partitions(assignment.grown)
+        if new:
+            self._take_on(new, assignment, source, copier, stop)
+        copier.reassigned(assignment.topics, source.topics, gone)
+        if self.foreign is not None:
+            self.foreign.reassigned(watched_targets(copier.plans), gone)
+        strategy.reassigned(len(source.assigned))
+        stop.applied(assignment.version, dropped)
+
+    def _see_target_partitions(self, grown: dict[str, int]) -> None:
+        """Wait until every producer's metadata shows the partitions target topics gained:
+        librdkafka refuses a partition it does not know, and its partitioner spreads records
+        over the partitions it knows."""
+        if not grown:
+            return
+        wait_s = max(self.spec.control_topics.sync_timeout_s, 30.0)
+        deadline = time.monotonic() + wait_s
+        for producer in self.faults.producers:
+            while True:
+                topics = producer.list_topics(timeout=wait_s).topics
+                short = {
+                    t: len(topics[t].partitions) if t in topics else 0
+                    for t, n in grown.items()
+                    if t not in topics or len(topics[t].partitions) < n
+                }
+                if not short:
+                    break
+                if time.monotonic() > deadline:
+                    t, seen = next(iter(short.items()))
+                    raise Unavailable(
+                        f"target topic {t} has {grown[t]} partitions, but the runner's producer "
+                        f"sees {seen} after {wait_s:g} s"
+                    )
+                time.sleep(0.2)
+
+    def _take_on(
+        self,
+        new: list[PartitionRange],
+        assignment: SlotAssignment,
+        source: SourceReader,
+        copier: RecordCopier,
+        stop: StopSignal,
+    ) -> None:
+        """New partitions of this slot: claims verified (exactly-once), progress read from
+        the commit topic, then read from there."""
+        ledger = self.ledger
+        ledger.topic_ids.update(assignment.topic_ids)
+        if self.spec.commit.exactly_once:
+            mine = {(r.topic, r.partition) for r in new}
+            self._verify_claims(tuple(c for c in assignment.claims if (c[0], c[1]) in mine))
+        ledger.add(new)
+        ranges = ledger.load(new, abort=stop.is_set)
+        if ranges is None:
+            return  # the lease ends: the partitions are released with the others
+        source.add(ranges)
+        copier.start_at({(r.topic, r.partition): r.start for r in ranges})

@@ -10,7 +10,7 @@ partition reached its range end.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
@@ -33,7 +33,14 @@ _IDLE_WAIT_S = 0.05
 
 class SourceReader:
     """Runs on: executor. Reads the runner's active ranges; a range with an end that is
-    already reached is marked so in ``outcomes`` and never assigned."""
+    already reached is marked so in ``outcomes`` and never assigned.
+
+    Its cost per record and per wake-up does not grow with the partitions assigned
+    (docs/architecture.md#cost-per-record): the copier marks, once per run, the partitions
+    it read in :attr:`touched` and takes them out of :attr:`at_end`; partition-EOF events
+    put them back. Caught up is then a size comparison, and a commit point reads the
+    positions of the partitions that moved only.
+    """
 
     def __init__(
         self,
@@ -46,26 +53,60 @@ class SourceReader:
     ) -> None:
         """``on_records_lost``: ``errorHandling.onSourceRecordsLost`` (:meth:`_lost`)."""
         self.on_records_lost = on_records_lost
+        self.committed = committed
+        self.outcomes = outcomes
+        self._conf = consumer_conf
+        self._on_error = on_error
+        self.topics: set[str] = set()
+        #: Range ends still to reach (``--until-caught-up``), and the partitions with none.
+        self.bounds: dict[TP, int] = {}
+        self.unbounded: set[TP] = set()
+        self.assigned: list[TopicPartition] = []
+        self.eof: dict[TP, int] = {}
+        self.retired: set[TP] = set()  # reached their range end: paused
+        #: Partitions read (records or an EOF event) since the last commit point.
+        self.touched: set[TP] = set()
+        #: Partitions at the end their last fetch saw (an EOF event since their last record).
+        self.at_end: set[TP] = set()
+        self._consumer: Consumer | None = None
+        self.add(ranges)
+
+    def add(self, ranges: list[PartitionRange]) -> None:
+        """Start reading ``ranges`` (the consumer is created with the first one)."""
         active = [r for r in ranges if r.end is None or r.start < r.end]
         for r in ranges:
             if r.end is not None and r.start >= r.end:
-                outcomes[(r.topic, r.partition)].reached_end = True
-        self.committed = committed
-        self.outcomes = outcomes
-        self.topics = {r.topic for r in active}
-        #: Range ends still to reach (``--until-caught-up``), and how many have none.
-        self.bounds: dict[TP, int] = {
-            (r.topic, r.partition): r.end for r in active if r.end is not None
-        }
-        self.unbounded = len(active) - len(self.bounds)
-        self.assigned = [TopicPartition(r.topic, r.partition, r.start) for r in active]
-        self.eof: dict[TP, int] = {}
-        self.retired: set[TP] = set()  # reached their range end: paused
-        self._consumer: Consumer | None = None
-        if self.assigned:
-            self._consumer = build_consumer(consumer_conf, on_error=on_error)
-            ready(self._consumer, self.assigned[0].topic)
-            self._consumer.assign(self.assigned)
+                self.outcomes[(r.topic, r.partition)].reached_end = True
+        for r in active:
+            tp = (r.topic, r.partition)
+            if r.end is None:
+                self.unbounded.add(tp)
+            else:
+                self.bounds[tp] = r.end
+        new = [TopicPartition(r.topic, r.partition, r.start) for r in active]
+        if not new:
+            return
+        if self._consumer is None:
+            self._consumer = build_consumer(self._conf, on_error=self._on_error)
+            ready(self._consumer, new[0].topic)
+        self.assigned.extend(new)
+        self.topics.update(r.topic for r in active)
+        self._consumer.incremental_assign(new)
+
+    def drop(self, tps: set[TP]) -> None:
+        """Stop reading ``tps`` (after their last commit)."""
+        gone = [tp for tp in self.assigned if (tp.topic, tp.partition) in tps]
+        if gone:
+            self.consumer.incremental_unassign([TopicPartition(t.topic, t.partition) for t in gone])
+        self.assigned = [tp for tp in self.assigned if (tp.topic, tp.partition) not in tps]
+        self.topics = {tp.topic for tp in self.assigned}
+        for tp in tps:
+            self.bounds.pop(tp, None)
+            self.unbounded.discard(tp)
+            self.eof.pop(tp, None)
+            self.retired.discard(tp)
+            self.touched.discard(tp)
+            self.at_end.discard(tp)
 
     @property
     def consumer(self) -> Consumer:
@@ -93,7 +134,11 @@ class SourceReader:
         if err is None:
             return  # only events are passed here; a record is the copier's
         if err.code() == KafkaError._PARTITION_EOF:
-            self.eof[(m.topic() or "", m.partition() or 0)] = m.offset() or 0
+            tp = (m.topic() or "", m.partition() or 0)
+            self.eof[tp] = m.offset() or 0
+            if tp in self.unbounded or tp in self.bounds:  # assigned, not retired
+                self.touched.add(tp)
+                self.at_end.add(tp)
             return
         where = f"{m.topic()}[{m.partition()}]"
         if err.code() == KafkaError._AUTO_OFFSET_RESET:
@@ -133,21 +178,29 @@ class SourceReader:
             "%s: %s; continuing from %d (errorHandling.onSourceRecordsLost)", where, lost, low
         )
         self.outcomes[tp].lost += low - position
+        self.touched.add(tp)
+        self.at_end.discard(tp)
         # The partition's fetcher stopped on the error (a seek is refused): assign it anew.
         self.consumer.incremental_unassign([TopicPartition(tp[0], tp[1])])
         self.consumer.incremental_assign([TopicPartition(tp[0], tp[1], low)])
 
-    def positions(self, only: Mapping[TP, object] | None = None) -> Positions:
+    def positions(self, only: Mapping[TP, object] | set[TP] | None = None) -> Positions:
         """Next offset to read per assigned partition (``only``: of those partitions): the
         consumer's position, or the offset of a partition-EOF event past it (under
         read_committed, transaction markers and aborted records occupy offsets that are
         never delivered)."""
-        tps = (
-            self.assigned
-            if only is None
-            else [tp for tp in self.assigned if (tp.topic, tp.partition) in only]
-        )
+        if only is None:
+            tps = self.assigned
+        else:
+            reading = self.unbounded
+            tps = [
+                TopicPartition(t, p)
+                for t, p in only
+                if (t, p) in reading or (t, p) in self.bounds or (t, p) in self.retired
+            ]
         out: Positions = {}
+        if not tps:
+            return out
         for tp in self.consumer.position(tps):
             key = (tp.topic, tp.partition)
             out[key] = max(tp.offset, self.eof.get(key, -1), self.committed[key])
@@ -162,32 +215,43 @@ class SourceReader:
         return high if high >= 0 else None
 
     def caught_up(self) -> Positions | None:
-        """The positions when every partition still read has reached the end the last fetch
-        reported (librdkafka's cached high watermark, no request), else None. A backlog
-        is never caught up even when the consumer's queue briefly runs dry."""
-        positions = self.positions()
-        for tp in self.assigned:
-            key = (tp.topic, tp.partition)
-            if key in self.retired:
-                continue
-            high = self.consumer.get_watermark_offsets(tp, cached=True)[1]
-            if high < 0 or positions[key] < high:
-                return None
-        return positions
+        """The positions that moved since the last commit point when every partition still
+        read has reached the end its last fetch reported (an EOF event since its last
+        record: no request, nothing per partition), else None. A backlog is never caught
+        up even when the consumer's queue briefly runs dry."""
+        if len(self.at_end) < len(self.assigned) - len(self.retired):
+            return None
+        return self.moved_positions(())
+
+    def moved_positions(self, unwritten: Iterable[TP]) -> Positions:
+        """A commit point's positions: of the partitions read since the last one, and of
+        ``unwritten`` (partitions without progress yet, read or not). Starts the next
+        commit point's count."""
+        out = self.positions(self.touched.union(unwritten))
+        for tp in unwritten:
+            out.setdefault(tp, self.committed[tp])
+        self.touched.clear()
+        return out
 
     def final_positions(self, unwritten: set[TP]) -> Positions:
-        """Lease end: where every partition stands, partitions without progress included."""
+        """Lease end (or a change of partitions): where every partition stands, partitions
+        without progress included."""
         final = self.positions() if self.assigned else {}
         for tp in unwritten:
             final.setdefault(tp, self.committed[tp])
+        self.touched.clear()
         return final
 
-    def retire_finished(self, positions: Positions) -> None:
-        """Stop reading partitions that reached their range end (``--until-caught-up``), by
-        the current :meth:`positions` (the loop reads them once for this and its commit point)."""
+    def retire_finished(self) -> None:
+        """Stop reading partitions that reached their range end (``--until-caught-up``); only
+        the bounded partitions read since the last commit point can have reached it."""
         if not self.bounds:
             return
-        finished = [tp for tp, end in self.bounds.items() if positions[tp] >= end]
+        moved = [tp for tp in self.touched if tp in self.bounds]
+        if not moved:
+            return
+        positions = self.positions(dict.fromkeys(moved))
+        finished = [tp for tp in moved if positions[tp] >= self.bounds[tp]]
         if not finished:
             return
         done = set(finished)
@@ -195,6 +259,7 @@ class SourceReader:
         for tp in finished:
             del self.bounds[tp]
             self.retired.add(tp)
+            self.at_end.discard(tp)
             self.outcomes[tp].reached_end = True
 
     def close(self) -> None:

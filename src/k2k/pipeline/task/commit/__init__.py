@@ -72,6 +72,10 @@ class CommitStrategy(Protocol):
     def finish(self, positions: Positions) -> None:
         """Lease end: commit everything up to ``positions``; raises when it cannot."""
 
+    def reassigned(self, partitions: int) -> None:
+        """After a commit (:meth:`finish`), the runner's partitions changed; it now reads
+        ``partitions`` of them."""
+
     def abandon(self) -> None:
         """The lease failed: give up what is uncommitted (keep what did commit)."""
 

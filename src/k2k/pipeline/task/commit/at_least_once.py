@@ -141,6 +141,9 @@ class AtLeastOnce:
         if left:
             raise Unavailable(f"{left} progress records were not acknowledged in {timeout:.0f} s")
 
+    def reassigned(self, partitions: int) -> None:
+        """Nothing is kept per partition here: the ledger holds the positions."""
+
     def abandon(self) -> None:
         """Records after the last progress are replayed on the next start, so those still
         queued in the producer are dropped rather than written beside the replay."""
@@ -160,13 +163,16 @@ class AtLeastOnce:
         """
         # Step 1.
         self._raise_failures()
-        # Step 2. Consecutive complete epochs share one progress write: positions only grow,
-        # so the newest covers the older ones.
+        # Step 2. Consecutive complete epochs share one progress write: an epoch holds the
+        # positions of the partitions it read, and positions only grow, so the newer ones win.
         newest: Positions | None = None
         sealed = 0.0
         while self.pending and self.pending[0].outstanding == 0:
             epoch = self.pending.popleft()
-            newest, sealed = epoch.positions, sealed or epoch.sealed
+            if newest is None:
+                newest, sealed = epoch.positions, epoch.sealed
+            else:
+                newest.update(epoch.positions)
         # Step 3.
         if newest is not None:
             self.ledger.mark_committed(self.ledger.write(self.producer, newest))

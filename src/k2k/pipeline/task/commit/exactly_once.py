@@ -82,6 +82,7 @@ class ExactlyOnce:
         self.ledger = ledger
         self.faults = faults
         # A transaction holds up to batchSize records per partition.
+        self.batch_size = spec.batch_size
         self.batch_limit = spec.batch_size * max(1, partitions)
         self.batch_timeout_s = spec.batch_timeout_s
         self.wait_s = min(spec.ack_timeout_s, _MAX_TXN_WAIT_S)
@@ -169,6 +170,14 @@ class ExactlyOnce:
     def finish(self, positions: Positions) -> None:
         self.seal(positions)
         self._collect()
+
+    def reassigned(self, partitions: int) -> None:
+        """Between transactions: the next one starts where the ledger says for new
+        partitions, and re-states progress on the progress partitions of the set now."""
+        self.batch_limit = self.batch_size * max(1, partitions)
+        committed = self.ledger.committed
+        self.txn_start = {tp: self.txn_start.get(tp, pos) for tp, pos in committed.items()}
+        self.openers = self.ledger.one_per_progress_partition()
 
     def abandon(self) -> None:
         """Abort now rather than hold the target's last stable offset until the transaction

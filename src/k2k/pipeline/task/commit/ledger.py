@@ -66,16 +66,14 @@ class ProgressLedger:
         self.control = control
         self.consumer = consumer
         self.policies = policies
-        self.topic_ids = topic_ids
+        self.topic_ids = dict(topic_ids)
         #: Read for every progress record written.
         self.commit_topic = control.commit_topic
         self.faults = faults
-        self.outcomes = {
-            (r.topic, r.partition): PartitionOutcome(r.topic, r.partition, r.start, r.start)
-            for r in ranges
-        }
-        self.committed: Positions = {tp: o.start for tp, o in self.outcomes.items()}
-        self.unwritten = {(r.topic, r.partition) for r in ranges if not r.has_progress}
+        self.outcomes: dict[TP, PartitionOutcome] = {}
+        self.committed: Positions = {}
+        self.unwritten: set[TP] = set()
+        self.add(ranges)
         self._slots: dict[TP, tuple[bytes, int]] = {}
         #: Per partition, its progress values' writer (the fields fixed for the lease, encoded once).
         self._writers: dict[TP, ValueWriter] = {}
@@ -87,6 +85,28 @@ class ProgressLedger:
         #: The source end a partition's reader last saw (None: not known), written with its
         #: progress so that a failover can tell what was not replicated.
         self.seen_end: Callable[[TP], int | None] = lambda _tp: None
+
+    # -- the partitions ------------------------------------------------------------------
+
+    def add(self, ranges: Iterable[PartitionRange]) -> None:
+        """Take ``ranges`` on at the planner's starts (:meth:`load` reads their progress)."""
+        for r in ranges:
+            tp = (r.topic, r.partition)
+            self.outcomes[tp] = PartitionOutcome(r.topic, r.partition, r.start, r.start)
+            self.committed[tp] = r.start
+            if not r.has_progress:
+                self.unwritten.add(tp)
+
+    def drop(self, tps: Iterable[TP]) -> list[PartitionOutcome]:
+        """Let ``tps`` go after their last commit; returns what was achieved for them."""
+        dropped = []
+        for tp in tps:
+            dropped.append(self.outcomes.pop(tp))
+            del self.committed[tp]
+            self.unwritten.discard(tp)
+            self.foreign.pop(tp, None)
+            self._writers.pop(tp, None)
+        return dropped
 
     # -- start ---------------------------------------------------------------------------
 
