@@ -386,6 +386,13 @@ class Assignment:
             raise Unavailable(f"{exc} (coordination.assignment.topic)") from None
         self._check_session()
 
+    def peek(self) -> None:
+        """Read everything up to now without joining (no heartbeat: no member sees us)."""
+        try:
+            self._tail.catch_up(self._apply)
+        except SyncTimeout as exc:
+            raise Unavailable(f"{exc} (coordination.assignment.topic)") from None
+
     def tick(self) -> None:
         """Read what arrived (non-blocking)."""
         self._producer.poll(0)

@@ -10,12 +10,15 @@ through the lease channel (:mod:`k2k.pipeline.channel`) when:
 * a cluster has not answered for longer than ``errorHandling.maxOutage``: the same, with
   :data:`OUTAGE_GRACE_S` (runners waiting for a target that is away would otherwise wait
   out their delivery timeout, minutes past the bound);
-* the members of the commit group changed, or another member claimed one of its partitions;
-* topic discovery, every ``replication[].source.discoveryInterval``, finds a new topic or
-  partition.
+* (``--until-caught-up`` only) the members of the commit group changed, or topic discovery,
+  every ``replication[].source.discoveryInterval``, finds a new topic or partition;
+* another member claimed one of its partitions, a topic was deleted or created again, or a
+  runner returned.
 
-Otherwise the lease ends at its deadline (``spark.leaseDuration``, on the executors' clock)
-or, with ``--until-caught-up``, when every range is done.
+A continuous lease (no ``--until-caught-up``) takes new topics and partitions, and members
+coming and going, without ending: the watcher's ``adjust`` moves only the partitions whose
+owner changes (:mod:`k2k.pipeline.driver.slots`). An ``--until-caught-up`` lease ends at its
+deadline (``spark.leaseDuration``, on the executors' clock) or when every range is done.
 """
 
 from __future__ import annotations
@@ -85,6 +88,7 @@ def lease_template(
         topics={},
         topic_ids={},
         lease_s=cfg.spark.lease_duration.total_seconds(),
+        live=False,
         control=None,
         observer=None,
         telemetry=False,
@@ -207,6 +211,13 @@ class LeaseJob:
             if self.gave_up is not None:
                 return
 
+    def _must_end(self, watcher: LeaseWatcher) -> bool:
+        """A runner returned, or the plan changed and the lease cannot take the change in
+        place (a continuous lease changes in place: ``watcher.adjust``)."""
+        if self.control.ended:
+            return True
+        return watcher.reassigned() and not watcher.adjust(False)
+
     def _watch(self, thread: threading.Thread, job_group: str, watcher: LeaseWatcher) -> bool:
         """Watch the job thread until it ends; returns True when the job was cancelled."""
         next_discovery = time.monotonic() + self.discovery_interval_s
@@ -216,7 +227,7 @@ class LeaseJob:
             thread.join(TICK_S)
             if not thread.is_alive():
                 break  # the lease is over: nothing to end or cancel
-            if not handing_over and watcher.reassigned():
+            if not handing_over and self._must_end(watcher):
                 handing_over = True
                 self.control.end_lease()
             try:
@@ -241,7 +252,7 @@ class LeaseJob:
                     return True
             elif now >= next_discovery:
                 next_discovery = now + self.discovery_interval_s
-                if watcher.topics_changed():
+                if watcher.topics_changed() and not watcher.adjust(True):
                     log.info(
                         "source topics changed (new, grown, deleted or created again); starting a new lease"
                     )

@@ -63,23 +63,34 @@ class Membership:
             cfg, member, standby=standby, partitions=assignment_partitions
         )
 
+    def refuse_if_cut_over(self) -> None:
+        """Read the assignment topic without joining; raises
+        :class:`~k2k.pipeline.driver.cutover.CutOver` when ``k2k cutover`` drained the
+        pipeline already (before Spark starts: nothing may be copied any more)."""
+        self.assignment.peek()
+        self._refuse_if_cut_over()
+
     def join(self) -> None:
-        """Heartbeat and read the assignment topic up to now.
+        """Heartbeat and read the assignment topic up to now: other members see this one
+        from here on (and give up its share), so the planner joins once Spark is up.
 
         Raises :class:`~k2k.pipeline.driver.cutover.CutOver` when ``k2k cutover`` drained
-        the pipeline already: nothing may be copied any more (leaving on the way out)."""
+        the pipeline meanwhile (leaving on the way out)."""
         self.assignment.catch_up()
-        record = self.cutover
-        if record is not None:
-            self._cutover_noted = True
-            log.info("not starting: %s", describe(record))
-            raise CutOver(record)
+        self._refuse_if_cut_over()
         log.info(
             "member %s of commit group %s (%s)",
             self.member,
             self.cfg.commit_group,
             "standby" if self.standby else "active",
         )
+
+    def _refuse_if_cut_over(self) -> None:
+        record = self.cutover
+        if record is not None:
+            self._cutover_noted = True
+            log.info("not starting: %s", describe(record))
+            raise CutOver(record)
 
     @property
     def cutover(self) -> CutoverRecord | None:
@@ -114,7 +125,9 @@ class Membership:
         return [
             dataclasses.replace(
                 g,
-                transactional_id=wanted[(g.ranges[0].topic, g.ranges[0].partition)] or None,
+                transactional_id=(
+                    transactional_id(self.cfg.commit_group, self.member, g.index) if eos else None
+                ),
                 claims=tuple(
                     (r.topic, r.partition, claims[(r.topic, r.partition)]) for r in g.ranges
                 ),

@@ -29,7 +29,9 @@ Once ``k2k cutover`` drained the pipeline the run ends cleanly, as on a stop, an
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
+import math
 import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
@@ -46,9 +48,10 @@ from k2k.errors import (
 from k2k.kafka import TP
 from k2k.observability.stats import PipelineStats
 from k2k.pipeline.driver.cutover import CutOver
-from k2k.pipeline.driver.lease import LeaseJob
+from k2k.pipeline.driver.lease import STOP_GRACE_S, LeaseJob
 from k2k.pipeline.driver.planning import PlanningState
 from k2k.pipeline.driver.runscope import RunOptions, RunScope, open_run
+from k2k.pipeline.driver.slots import LiveSlots, TopicCatalog
 from k2k.pipeline.driver.watcher import IdleWatch, LeaseWatch
 from k2k.pipeline.plan import PartitionRange, RunnerGroup, RunnerSummary, plan_groups
 from k2k.spark.session import context_of
@@ -56,6 +59,8 @@ from k2k.spark.session import context_of
 if TYPE_CHECKING:
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
+
+    from k2k.pipeline.driver.discovery import Discovery
 
 __all__ = ["PipelineStats", "Planner"]
 
@@ -193,7 +198,9 @@ class Planner:
             job.idle(IdleWatch(scope, members, everything))
             self._give_up_if_decided(job)
             return
-        groups = membership.claim(self._plan(scope, ranges, self._slots(job)), self._stopping)
+        live = not self.options.until_caught_up
+        slots = self._slots(job)
+        groups = membership.claim(self._plan(scope, ranges, slots, live), self._stopping)
         if self._stopping():
             # Not released: this claim may not have fenced its predecessors yet, so the
             # next claimant must still deal with them (see Assignment.acquire).
@@ -210,14 +217,19 @@ class Planner:
             lease_id=self.stats.leases,
             topics=discovery.plans(),
             topic_ids=discovery.topic_ids(),
+            live=live,
+            lease_s=math.inf if live else scope.template.lease_s,
         )
         level = logging.INFO if spec.lease_id == 1 else logging.DEBUG  # the last start-up step
         log.log(
             level, "lease %d: %d groups over %d partitions", spec.lease_id, len(groups), len(ranges)
         )
         claims = {(t, p): c for g in groups for t, p, c in g.claims}
-        summaries = job.run(spec, groups, LeaseWatch(scope, members, claims))
-        membership.release(spec.lease_id, groups, summaries)
+        live_slots = LiveSlots(groups, scope.control, _catalog(discovery)) if live else None
+        adjust = functools.partial(self._adjust, scope, live_slots) if live_slots else None
+        summaries = job.run(spec, groups, LeaseWatch(scope, members, claims, adjust))
+        held = live_slots.groups() if live_slots is not None else groups
+        membership.release(spec.lease_id, held, summaries)
         if scope.metrics is not None:
             scope.metrics.lease_ended(spec.lease_id, summaries, membership.new_fencings())
         self.planning.fold(spec.lease_id, summaries, self.stats)
@@ -275,8 +287,56 @@ class Planner:
         except ClusterError:
             return  # no answer: the lease's own error stands
 
-    def _plan(self, scope: RunScope, ranges: list[PartitionRange], slots: int) -> list[RunnerGroup]:
-        """Split ``ranges`` into at most ``slots`` runner groups balanced by their lag now."""
+    def _adjust(self, scope: RunScope, slots: LiveSlots, watch: LeaseWatch, discover: bool) -> bool:
+        """Change a continuous lease in place: after a discovery (``discover``) or a change of
+        members, the partitions this member lost are dropped by their slots and released,
+        then the ones it gained are claimed and sent to the slots holding the fewest.
+        False when the lease must end instead: a stop, ``k2k cutover``, a partition claimed
+        by another member, a topic deleted or created again, or a slot that did not
+        acknowledge (docs/architecture.md#leases-that-do-not-stop)."""
+        membership, discovery = scope.membership, scope.discovery
+        if self._stopping() or membership.assignment.claimed_elsewhere(watch.claims):
+            return False
+        if discover:
+            self.stats.topics = self.planning.discover(discovery)
+            if discovery.recreated:
+                return False
+        partitions = discovery.partitions()
+        held = slots.held()
+        if held - set(partitions):
+            return False  # a topic was deleted: its runners may have failed on it already
+        members, mine = membership.share(partitions)
+        catalog = _catalog(discovery)
+        leaving = held - mine
+        if leaving:
+            slots.drop(leaving, catalog)
+            dropped = slots.wait_dropped(STOP_GRACE_S, self._stopping)
+            if dropped is None:
+                return False
+            released, outcomes = dropped
+            membership.assignment.release(released)
+            self.planning.let_go(outcomes)
+            log.info("handed over %d partitions without ending the lease", len(leaving))
+        arriving = mine - held
+        if arriving:
+            everything = self.planning.positions.ranges(discovery.selected, self.planning.ends)
+            placed = slots.place(r for r in everything if (r.topic, r.partition) in arriving)
+            placed = membership.claim(placed, self._stopping)
+            if self._stopping():
+                return False
+            slots.add(placed, catalog)
+            self.planning.latest.update(discovery.source.offsets(sorted(arriving), "latest"))
+            log.info("took on %d partitions without ending the lease", len(arriving))
+        slots.grown(catalog)
+        watch.members, watch.claims = members, slots.claims()
+        return True
+
+    def _plan(
+        self, scope: RunScope, ranges: list[PartitionRange], slots: int, live: bool
+    ) -> list[RunnerGroup]:
+        """Split ``ranges`` into at most ``slots`` runner groups balanced by their lag now;
+        ``live`` (a continuous lease): exactly ``slots`` groups, some maybe empty, so that
+        every slot can take partitions on later."""
         discovery = scope.discovery
         latest = self.planning.latest = discovery.source.offsets(
             [(r.topic, r.partition) for r in ranges], "latest"
@@ -287,4 +347,19 @@ class Planner:
             end = r.end if r.end is not None else latest.get((r.topic, r.partition), r.start)
             return max(0, end - r.start)
 
-        return plan_groups(ranges, slots, weight)
+        groups = plan_groups(ranges, slots, weight)
+        if live:
+            groups += [RunnerGroup(i, ()) for i in range(len(groups), slots)]
+        return groups
+
+
+def _catalog(discovery: Discovery) -> TopicCatalog:
+    """Discovery's topics as assignments carry them; a target topic has at least as many
+    partitions as the largest source topic routed to it (discovery grew it, or stopped)."""
+    counts: dict[str, int] = {}
+    routes = discovery.routes()
+    for topic, info in discovery.selected.items():
+        target = routes.get(topic)
+        if target is not None:
+            counts[target] = max(counts.get(target, 0), info.partitions)
+    return TopicCatalog(discovery.plans(), discovery.topic_ids(), counts)

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from k2k.kafka.admin import ClusterView
     from k2k.observability.stats import PipelineStats
     from k2k.pipeline.driver.discovery import Discovery
-    from k2k.pipeline.plan import PartitionRange, RunnerSummary
+    from k2k.pipeline.plan import PartitionOutcome, PartitionRange, RunnerSummary
 
 __all__ = ["LiveProgress", "PlanningState"]
 
@@ -84,6 +84,11 @@ class PlanningState:
     def fold(self, lease_id: int, summaries: list[RunnerSummary], stats: PipelineStats) -> None:
         """Take a lease's summaries into the positions, the committed progress and ``stats``."""
         self.positions.fold(lease_id, summaries, stats, self.committed)
+
+    def let_go(self, outcomes: Iterable[PartitionOutcome]) -> None:
+        """Take what runners achieved for partitions they let go during a continuous lease
+        into the positions and the committed progress."""
+        self.positions.take(outcomes, self.committed)
 
     def take_progress(self, records: Iterable[ProgressRecord]) -> None:
         """Take progress records read from the commit topic's tail; a record older than one

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from k2k.kafka import TP
 from k2k.kafka.admin import TopicInfo
 from k2k.observability.stats import PipelineStats
-from k2k.pipeline.plan import PartitionRange, RunnerSummary
+from k2k.pipeline.plan import PartitionOutcome, PartitionRange, RunnerSummary
 
 __all__ = ["StartPositions", "starts_at"]
 
@@ -119,12 +119,7 @@ class StartPositions:
                 s.seconds,
                 f", error: {s.error}" if s.error else "",
             )
-            for o in s.partitions:
-                tp = (o.topic, o.partition)
-                if o.progress_written:
-                    self.starts[tp] = max(self.starts.get(tp, 0), o.committed)
-                    self.has_progress.add(tp)
-                committed[tp] = self.starts[tp]
+            self.take(s.partitions, committed)
             stats.records += s.records
             stats.bytes += s.bytes
             stats.skipped += s.skipped
@@ -132,6 +127,15 @@ class StartPositions:
             if s.error:
                 errors.append(s.error)
         return errors
+
+    def take(self, outcomes: Iterable[PartitionOutcome], committed: dict[TP, int]) -> None:
+        """Take runners' committed offsets into the positions and ``committed``."""
+        for o in outcomes:
+            tp = (o.topic, o.partition)
+            if o.progress_written:
+                self.starts[tp] = max(self.starts.get(tp, 0), o.committed)
+                self.has_progress.add(tp)
+            committed[tp] = self.starts[tp]
 
 
 def starts_at(

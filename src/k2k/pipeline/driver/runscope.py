@@ -123,11 +123,15 @@ def open_run(
         control_topics = _connect(cfg, discovery)
         watch.start()  # both answered: from now on an outage is reported (and when it ends)
         heartbeats, checkpoints = _mm2_services(cfg, discovery, stack)
-        log.info("joining commit group %s", cfg.commit_group)
         membership = stack.enter_context(
             Membership(cfg, options.member, options.standby, control_topics.assignment)
         )
-        membership.join()  # CutOver once k2k cutover drained the pipeline: nothing more
+        membership.refuse_if_cut_over()  # CutOver once k2k cutover drained the pipeline
+        # Spark before the join: other members hand this one its share once it joined, and
+        # those partitions wait for its first lease (docs/architecture.md#leases-that-do-not-stop).
+        sc = spark.context()
+        log.info("joining commit group %s", cfg.commit_group)
+        membership.join()
         for service in (heartbeats, checkpoints):
             if service is not None:
                 service.start()
@@ -138,7 +142,6 @@ def open_run(
         if options.telemetry:
             metrics = _start_metrics(cfg, options.member, stats, discovery, stack)
             template = dataclasses.replace(template, telemetry=True)
-        sc = spark.context()
         control = _open_channel(cfg, sc, metrics, stop, stack)
         interval_s = cfg.replication.source.discovery_interval.total_seconds()
         yield RunScope(

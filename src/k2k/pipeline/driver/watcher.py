@@ -8,6 +8,7 @@ lease's answers and :class:`IdleWatch` those of a member with no partitions of i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -42,15 +43,33 @@ class LeaseWatcher(Protocol):
         None until then."""
         ...
 
+    def adjust(self, topics_changed: bool) -> bool:
+        """After :meth:`reassigned` or :meth:`topics_changed` said true: move only the
+        partitions whose owner changed, without ending the lease; False when the lease
+        must end instead."""
+        ...
+
 
 class LeaseWatch:
     """Runs on: driver. The watcher of one running lease: planned for ``members``, holding
-    ``claims``; it follows topic changes unless the run is ``--until-caught-up``."""
+    ``claims``; it follows topic changes unless the run is ``--until-caught-up``.
+    ``adjust`` (a continuous lease) changes the lease in place; it updates ``members`` and
+    ``claims`` when it did."""
 
-    def __init__(self, scope: RunScope, members: tuple[str, ...], claims: dict[TP, str]) -> None:
+    def __init__(
+        self,
+        scope: RunScope,
+        members: tuple[str, ...],
+        claims: dict[TP, str],
+        adjust: Callable[[LeaseWatch, bool], bool] | None = None,
+    ) -> None:
         self.scope = scope
         self.members = members
         self.claims = claims
+        self._adjust = adjust
+
+    def adjust(self, topics_changed: bool) -> bool:
+        return self._adjust is not None and self._adjust(self, topics_changed)
 
     def reassigned(self) -> bool:
         return self.scope.membership.changed(self.members, self.claims)

@@ -83,6 +83,12 @@ class _Membership(_Closes):
         self.stood_down = isinstance(exc, StandDown)
         self.close()
 
+    def refuse_if_cut_over(self) -> None:
+        from k2k.pipeline.driver.cutover import CutOver
+
+        if isinstance(self.fail_join, CutOver):
+            raise self.fail_join
+
     def join(self) -> None:
         if self.fail_join is not None:
             raise self.fail_join
@@ -162,7 +168,8 @@ def test_a_step_that_fails_closes_what_was_opened_before_it(
     fixture = _Fixture(monkeypatch, fail_join=ClusterError("no answer"))
     with pytest.raises(ClusterError), fixture.open():
         pytest.fail("the scope opened although joining failed")
-    assert fixture.closed == ["membership", "watch"]  # no progress store, no Spark yet
+    # No progress store yet; Spark starts before the join (others hand over at the join).
+    assert fixture.closed == ["membership", "watch", "spark"]
 
 
 def test_a_newer_session_of_our_name_leaves_the_assignment_topic_alone(
@@ -232,7 +239,7 @@ def test_the_mm2_services_start_once_joined_and_stop_after_leaving(
     ]
 
 
-def test_a_pipeline_cut_over_stops_at_the_join_before_spark_and_the_services(
+def test_a_pipeline_cut_over_stops_before_spark_the_join_and_the_services(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from k2k.formats import CutoverRecord
