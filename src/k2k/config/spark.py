@@ -33,12 +33,14 @@ class Spark(K2KModel):
         ge=1,
         description="Most runner groups (concurrent Spark tasks); null means Spark's default "
         "parallelism. With a local master at most its cores (a group beyond them would wait "
-        "for a free core until the lease ends).",
+        "for a free core until the lease ends). A continuous run holds this many task slots "
+        "while it runs.",
     )
     lease_duration: Duration = Field(
         timedelta(minutes=5),
-        description="How long one Spark job (lease) runs before the planner re-plans; new topics "
-        "and a new task layout take effect at lease boundaries.",
+        description="With `--until-caught-up`: how long one Spark job (lease) runs before the "
+        "planner re-plans. A continuous run's lease does not end at it: its runners take new "
+        "topics and partitions, and members coming and going, while they copy.",
     )
     control_host: str | None = Field(
         None,
