@@ -22,6 +22,20 @@
    measures source timestamp → visible latency (``bench/latency.py``). The CPU time the
    brokers' JIT compilers use during the window is printed with it: a window that overlaps
    the brokers' compilation measures the machine's warm-up, not the contender.
+
+Instead of W1 and W2 (issue 47; by default for k2k, k2k-eos, mm2 and bare):
+
+* ``--w3``: **W3, many partitions** (:mod:`bench.w3`): 1,000 topics x 8 partitions
+  (``--w3-topics``, ``--w3-partitions``), created and deleted in batches. The *catch-up*:
+  50 records per partition (``--w3-backlog``), copied by each contender once unmeasured and
+  then ``--rounds`` times; time from process start to the first record on the target,
+  catch-up records/s, time to all copied, the copy compared with the source partition by
+  partition. The *steady* part: per contender and round fresh topics, a paced writer at
+  1,000 records/s (``--w3-rate``) round-robin over all partitions, the latency probe on every
+  target partition, p50/p99/p99.9/max. The embedded brokers get 2 GiB heaps
+  (``--broker-heap``).
+It ends with a second table (first record, all copied, the latency tail) and summary lines
+of medians against the bare loop and MirrorMaker 2.
 """
 
 from __future__ import annotations
@@ -63,9 +77,17 @@ from bench.k2k_bench import (
     K2KFromMM2FileExactlyOnce,
 )
 from bench.latency import WARMUP, PacedWriter
-from bench.lifecycle import Interrupted, install_handlers, stop_processes, stop_strays
+from bench.lifecycle import (
+    STOPPING,
+    Interrupted,
+    install_handlers,
+    stop_processes,
+    stop_strays,
+)
 from bench.mm2 import MirrorMaker2AtLeastOnce, MirrorMaker2ExactlyOnce
 from bench.spark_sss import SparkStructuredStreaming
+from bench.topics import ADMIN_BATCH, create_topics, delete_topics, end_offsets_many
+from bench.w3 import Digests, ManyReader, ManyTopics, digest_many, load, wait_files_gone
 from k2k.kafka.factory import CONSUMER_DEFAULTS
 from k2k.local import ClusterPair, free_port, start_pair
 
@@ -130,6 +152,8 @@ class Plan:
     #: The W1 warm-up round copies this many records of each workload's record size instead
     #: of the workload itself (None: the workload itself).
     warm_up_round_records: int | None = None
+    #: W3 (``--w3``): many topics, its catch-up and its steady part (bench/w3.py).
+    many: ManyTopics | None = None
 
     def warm_up_workload(self, w: Backlog) -> Backlog:
         """What each contender copies, unmeasured, before the measured rounds of ``w``."""
@@ -144,7 +168,12 @@ FULL = Plan(
     90,
 )
 #: Quick mode's contenders unless ``--only`` names others: the ones the headline ratios are of.
+#: W3's too.
 QUICK_CONTENDERS = ("k2k", "k2k-eos", "mm2", "bare")
+#: The embedded brokers' heap; W3's, whose target holds 8,000 partitions besides the control
+#: topics (a 512 MB broker ran out of memory near 13,000 partitions).
+BROKER_HEAP = "1g"
+W3_BROKER_HEAP = "2g"
 #: With :data:`QUICK_CONTENDERS`: the full run's W1-100B, two rounds after a warm-up round of
 #: 1M records; the W2 rate only with ``--skip-backlog`` (run time and why:
 #: docs/benchmarks.md#quick-mode). The backlog is the full run's, so its figures are the
@@ -175,10 +204,16 @@ class Result:
     peak_rss_mb: float = 0.0
     p50_ms: float | None = None
     p99_ms: float | None = None
+    p999_ms: float | None = None  # steady: p99.9
+    max_ms: float | None = None  # steady: the largest latency in the window
+    first_s: float | None = None  # W3 catch-up: process start -> first record on the target
+    all_s: float | None = None  # W3 catch-up: process start -> every record on the target
     jit_s: float | None = None  # steady: CPU s of the brokers' JIT compilers in the window
     steal_pct: float | None = None  # share of the machine's CPU time the hypervisor took
     complete: bool = False
     note: str = ""
+    #: steady: the largest latency per 10 s of the window (None: nothing sent in them)
+    per_10s_max_ms: list[int | None] = dataclasses.field(default_factory=list)
 
     @property
     def rate(self) -> float:
@@ -690,11 +725,24 @@ def run_verify(c: Contender, w: Backlog, ctx: Ctx, limit: float) -> Result:
     return res
 
 
-def start_probe(env: Env, topic: str, expect: int, out: Path, limit_s: float) -> subprocess.Popen:
-    """The latency probe (``bench/latency.py``, its own process) on the target ``topic``: it
-    writes a ready file beside ``out`` once it reads, and its figures to ``out``."""
-    argv = [sys.executable, "-m", "bench.latency", "--target", env.target, "--topic", topic]
-    argv += ["--partitions", str(PARTITIONS), "--expect", str(expect)]
+def start_probe(
+    env: Env,
+    topic: str | list[str],
+    expect: int,
+    out: Path,
+    limit_s: float,
+    partitions: int = PARTITIONS,
+) -> subprocess.Popen:
+    """The latency probe (``bench/latency.py``, its own process) on the target ``topic`` (or
+    topics): it writes a ready file beside ``out`` once it reads, and its figures to ``out``."""
+    argv = [sys.executable, "-m", "bench.latency", "--target", env.target]
+    if isinstance(topic, str):
+        argv += ["--topic", topic]
+    else:
+        names = out.with_suffix(".topics")
+        names.write_text("\n".join(topic) + "\n")
+        argv += ["--topics", str(names)]
+    argv += ["--partitions", str(partitions), "--expect", str(expect)]
     argv += ["--out", str(out), "--limit", str(limit_s)]
     return subprocess.Popen(argv, cwd=ROOT)
 
@@ -705,6 +753,9 @@ def latency_figures(env: Env, res: Result, out: Path) -> dict[str, Any]:
     figures = json.loads(out.read_text()) if out.is_file() else {}
     res.p50_ms = figures.get("p50_ms")
     res.p99_ms = figures.get("p99_ms")
+    res.p999_ms = figures.get("p999_ms")
+    res.max_ms = figures.get("max_ms")
+    res.per_10s_max_ms = figures.get("per_10s_max_ms", [])
     line = {"contender": res.contender, "workload": res.workload, "jit_s": res.jit_s}
     line |= {"steal_pct": res.steal_pct, **figures}
     with (env.tmp / "latency.jsonl").open("a") as f:
@@ -780,6 +831,270 @@ def run_steady(c: Contender, s: Steady, env: Env) -> Result:
     return res
 
 
+# -- W3, many partitions (bench/w3.py) ------------------------------------------------------
+
+
+@dataclass
+class W3Source:
+    """The W3 catch-up backlog on the source: its topics, their end offsets and, computed
+    once per timestamp choice, the digests every copy is compared with."""
+
+    prefix: str
+    topics: list[str]
+    ends: dict[tuple[str, int], int]
+    partitions: int
+    digests: dict[bool, Digests] = dataclasses.field(default_factory=dict)
+
+    def digest(self, bootstrap: str, with_ts: bool) -> Digests:
+        if with_ts not in self.digests:
+            self.digests[with_ts] = digest_many(bootstrap, self.topics, self.partitions, with_ts)
+        return self.digests[with_ts]
+
+
+def load_w3(env: Env, many: ManyTopics) -> W3Source:
+    """Create W3's source topics (in batches) and load the catch-up backlog into them."""
+    prefix = f"w3-{uuid.uuid4().hex[:6]}-"
+    topics = many.names(prefix)
+    t0 = time.monotonic()
+    create_topics(env.source, topics, many.partitions)
+    created = time.monotonic() - t0
+    took = load(env.source, topics, many.partitions, many.per_partition, many.value_size)
+    ends = end_offsets_many(AdminClient({"bootstrap.servers": env.source}), topics, many.partitions)
+    short = [tp for tp in ends if ends[tp] != many.per_partition]
+    if len(ends) != many.topics * many.partitions or short:
+        raise RuntimeError(f"W3 source not loaded as planned: {len(short)} partitions differ")
+    print(
+        f"  created {many.topics:,} topics x {many.partitions} partitions ({prefix}*) on the "
+        f"source in {created:.1f} s, {ADMIN_BATCH} per request; loaded {many.records:,} x "
+        f"{many.value_size} B in {took:.1f} s",
+        flush=True,
+    )
+    return W3Source(prefix, topics, ends, many.partitions)
+
+
+def drop_topics(env: Env, bootstrap: str, topics: list[str]) -> None:
+    """Delete ``topics`` in batches (unless ``--keep-data``); on the embedded target, wait
+    until their files are gone (:func:`drop_topic` says why)."""
+    if env.keep_data or not topics:
+        return
+    if STOPPING.is_set() and env.broker_pids:
+        return  # the run is ending: the embedded brokers' data goes with them
+    for problem in delete_topics(bootstrap, topics)[:3]:
+        print(f"  {problem}", flush=True)
+    data = env.target_data if bootstrap == env.target else None
+    if data is not None and not wait_files_gone(data, topics):
+        print(f"  the target still holds files of deleted topics ({topics[0]}...)", flush=True)
+
+
+def run_w3_catch_up(
+    c: Contender, many: ManyTopics, src: W3Source, env: Env, limit: float
+) -> Result:
+    """One W3 catch-up by ``c``: every partition of every ``src`` topic copied; times from
+    process start to the first and to the last record read on the target
+    (:class:`bench.w3.ManyReader`), CPU and memory as in W1."""
+    run = uuid.uuid4().hex[:6]
+    ctx = Ctx(
+        env.source,
+        env.target,
+        src.prefix,
+        c.dest_topic(src.prefix, run),
+        many.partitions,
+        False,
+        run,
+        env.scratch(run),
+        records=many.records,
+        value_size=many.value_size,
+        prefix=True,
+        topics=tuple(src.topics),
+        topic_ends=src.ends,
+    )
+    dests = [c.dest_topic(t, run) for t in src.topics]
+    want = {
+        (i, p): src.ends[(t, p)] for i, t in enumerate(src.topics) for p in range(many.partitions)
+    }
+    res = Result(c.name, c.guarantee, many.catch_up_name, many.records, many.value_size)
+    reader = ManyReader(env.target, dests, many.partitions, c.keeps_timestamps, f"bench-w3-{run}")
+    settle_disk()
+    started = time.monotonic()
+    clock = cpu_clock()
+    monitor = Monitor(ctx.procs)
+    try:
+        c.start(ctx)
+        monitor.start()
+        ended_at = None
+        while time.monotonic() - started < limit:
+            reader.poll(0.1)
+            if reader.reached(want):
+                break
+            if ctx.procs and all(p.poll() is not None for p in ctx.procs):
+                # Exited: what it wrote may still be on its way to the reader.
+                ended_at = ended_at or time.monotonic()
+                if time.monotonic() - ended_at > 10:
+                    res.note = "exited early"
+                    break
+        else:
+            res.note = "timed out"
+        if reader.reached(want) and c.exits_when_done:
+            for p in ctx.procs:  # its own exit belongs to its wall time
+                p.wait(max(1.0, limit - (time.monotonic() - started)))
+    finally:
+        monitor.sample()
+        stop_processes(ctx.procs, c.name)
+        monitor.stop()
+        reader.close()
+    res.wall = time.monotonic() - started
+    res.cpu_s = monitor.cpu_s()
+    res.steal_pct = steal_pct(clock)
+    res.peak_rss_mb = monitor.peak_rss / 2**20
+    if reader.first_at is not None and reader.last_at is not None and reader.reached(want):
+        res.first_s, res.all_s = reader.first_at - started, reader.last_at - started
+        res.seconds = reader.last_at - reader.first_at
+        res.copy_cpu_s = monitor.cpu_at(reader.last_at) - monitor.cpu_at(reader.first_at)
+    got, expected = reader.digests(), src.digest(env.source, c.keeps_timestamps)
+    res.complete = got == expected
+    if not res.complete:
+        have = sum(n for n, _ in got.values())
+        why = (
+            f"INCOMPLETE: {have:,} of {many.records:,} records"
+            if have != many.records
+            else f"DIFFERENT content in {sum(got.get(k) != v for k, v in expected.items())} partitions"
+        )
+        res.note = f"{why}; {res.note}" if res.note else why
+    drop_topics(env, env.target, dests)
+    return res
+
+
+def run_w3_steady(c: Contender, many: ManyTopics, env: Env, limit: float) -> Result:
+    """One W3 steady window of ``c``: fresh source topics (created in batches), the
+    contender copying all of them, a paced writer over every partition, the latency probe on
+    every target partition; both sides' topics are deleted afterwards."""
+    run = uuid.uuid4().hex[:6]
+    prefix = f"w3s-{run}-"
+    topics = many.names(prefix)
+    create_topics(env.source, topics, many.partitions)
+    ctx = Ctx(
+        env.source,
+        env.target,
+        prefix,
+        c.dest_topic(prefix, run),
+        many.partitions,
+        True,
+        run,
+        env.scratch(run),
+        value_size=many.value_size,
+        prefix=True,
+        topics=tuple(topics),
+    )
+    dests = [c.dest_topic(t, run) for t in topics]
+    expect = int(many.rate * many.seconds)
+    res = Result(c.name, c.guarantee, many.steady_name, expect, many.value_size)
+    writer = PacedWriter(env.source, topics, many.partitions, many.value_size)
+    admin = AdminClient({"bootstrap.servers": env.target})
+    monitor = Monitor(ctx.procs)
+    out = ctx.tmp / "latency.json"
+    probe = None
+    started = time.monotonic()
+    try:
+        c.start(ctx)
+        monitor.start()
+        # Ready once a warm-up record reached every target partition: all topics created,
+        # every partition assigned and copying.
+        writer.warmup()
+        while True:
+            ends = end_offsets_many(admin, dests, many.partitions)
+            if len(ends) == len(dests) * many.partitions and all(ends.values()):
+                break
+            if time.monotonic() - started > limit or all(p.poll() is not None for p in ctx.procs):
+                res.note = (
+                    f"never became ready ({sum(v > 0 for v in ends.values()):,} partitions copying)"
+                )
+                return res
+            time.sleep(1)  # readiness is polled; the warm-up records are already written
+        probe = start_probe(env, dests, expect, out, many.seconds + 120, many.partitions)
+        while not out.with_suffix(".ready").exists():
+            if time.monotonic() - started > limit or probe.poll() is not None:
+                res.note = "latency probe never became ready"
+                return res
+            time.sleep(0.2)  # the probe reads the warm-up records already on the target
+        writer.run(many.rate, many.warmup_s, WARMUP)
+        monitor.sample()
+        cpu0, jit0, clock = monitor.cpu_s(), jit_cpu_s(env.broker_pids), cpu_clock()
+        writer.run(many.rate, many.seconds)
+        probe.wait(many.seconds + 180)
+        monitor.sample()
+        res.cpu_s = monitor.cpu_s() - cpu0
+        res.steal_pct = steal_pct(clock)
+        res.jit_s = jit_cpu_s(env.broker_pids) - jit0 if env.broker_pids else None
+        res.seconds = many.seconds
+    finally:
+        if probe is not None and probe.poll() is None:
+            probe.kill()
+        stop_processes(ctx.procs, c.name)
+        monitor.stop()
+        res.wall = time.monotonic() - started
+        res.peak_rss_mb = monitor.peak_rss / 2**20
+        drop_topics(env, env.target, dests)
+        drop_topics(env, env.source, topics)
+    figures = latency_figures(env, res, out)
+    received, dups = figures.get("received", 0), figures.get("duplicates", 0)
+    res.complete = received == expect
+    if not res.complete:
+        res.note = f"INCOMPLETE: {received:,} of {expect:,} measured records seen"
+    elif dups:
+        res.note = f"{dups} duplicates"
+    return res
+
+
+def alternating(chosen: list[Contender], rounds: int) -> list[Contender]:
+    """``rounds`` runs of each of ``chosen``, every other round in reverse order
+    (:func:`backlog_order` says why)."""
+    return [c for i in range(rounds) for c in (chosen if i % 2 == 0 else chosen[::-1])]
+
+
+def run_w3(
+    args: argparse.Namespace, plan: Plan, chosen: list[Contender], env: Env, results: list[Result]
+) -> None:
+    """W3: the catch-up (an unmeasured warm-up round, then ``plan.rounds`` rounds) unless
+    ``--skip-backlog``, then the steady windows (``plan.rounds`` per contender) unless
+    ``--skip-steady``; each result appended to ``results`` and printed."""
+    many = plan.many
+    assert many is not None
+    capable = [c for c in chosen if c.prefix_capable]
+    if not args.skip_backlog:
+        src = load_w3(env, many)
+        try:
+            for c in alternating([c for c in capable if c.backlog_capable], 1):
+                r = run_w3_catch_up(c, many, src, env, args.timeout)
+                print(f"  {_w3_line(r)}  warm-up, not counted", flush=True)
+            for c in alternating([c for c in capable if c.backlog_capable], plan.rounds):
+                r = run_w3_catch_up(c, many, src, env, args.timeout)
+                results.append(r)
+                print(f"  {_w3_line(r)}", flush=True)
+        finally:
+            drop_topics(env, env.source, src.topics)
+    if args.skip_steady:
+        return
+    for c in alternating([c for c in capable if c.steady_capable], plan.rounds):
+        r = run_w3_steady(c, many, env, args.timeout)
+        results.append(r)
+        print(f"  {_w3_line(r)}", flush=True)
+
+
+def _w3_line(r: Result) -> str:
+    """The progress line of a W3 run (catch-up figures, or steady latencies)."""
+    if r.workload.startswith("W3-steady"):
+        figures = (
+            f"p50 {_ms(r.p50_ms):>6} ms  p99 {_ms(r.p99_ms):>6} ms  "
+            f"p99.9 {_ms(r.p999_ms):>6} ms  max {_ms(r.max_ms):>6} ms"
+        )
+    else:
+        figures = (
+            f"first record {_s(r.first_s):>6} s  {r.rate:>9,.0f} records/s  "
+            f"all copied {_s(r.all_s):>6} s"
+        )
+    return f"{r.contender:32} {r.workload}  {figures}  steal {_pct(r.steal_pct):>3} %  {_verdict(r, 'complete')}"
+
+
 # -- report -------------------------------------------------------------------------------
 
 
@@ -806,6 +1121,10 @@ def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v:,.0f}"
 
 
+def _s(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.1f}"
+
+
 def table(results: list[Result]) -> str:
     lines = [
         "| contender | guarantee | workload | records | records/s | MB/s | p50 ms | p99 ms "
@@ -822,6 +1141,95 @@ def table(results: list[Result]) -> str:
             f"| {r.cpu_s:.1f} | {_cpu(r.copy_cpu_s)} | {r.peak_rss_mb:,.0f} | {_pct(r.steal_pct)} | {_verdict(r, 'yes')} |"
         )
     return "\n".join(lines)
+
+
+def tails_table(results: list[Result]) -> str:
+    """W3: time to the first and to the last record, catch-up throughput, and the latency
+    tail (empty when W3 did not run)."""
+    rows = [r for r in results if r.workload.startswith("W3")]
+    if not rows:
+        return ""
+    lines = [
+        "| contender | guarantee | workload | records | first record s | all copied s "
+        "| records/s | p50 ms | p99 ms | p99.9 ms | max ms | CPU s | peak RSS MB | steal % "
+        "| complete |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        rate = f"{r.rate:,.0f}" if r.all_s is not None else "-"
+        lines.append(
+            f"| {r.contender} | {r.guarantee} | {r.workload} | {r.records:,} | {_s(r.first_s)} "
+            f"| {_s(r.all_s)} | {rate} | {_ms(r.p50_ms)} | {_ms(r.p99_ms)} | {_ms(r.p999_ms)} "
+            f"| {_ms(r.max_ms)} | {r.cpu_s:.1f} | {r.peak_rss_mb:,.0f} | {_pct(r.steal_pct)} "
+            f"| {_verdict(r, 'yes')} |"
+        )
+    return "\n".join(lines)
+
+
+#: The W3 summary lines: (label, contender, the contender it is compared with).
+_TAIL_COMPARISONS = (
+    ("k2k at-least-once vs bare librdkafka loop", K2KAtLeastOnce.name, BareLoop.name),
+    ("k2k exactly-once vs bare librdkafka loop", K2KExactlyOnce.name, BareLoop.name),
+    (
+        "k2k at-least-once vs MirrorMaker 2 at-least-once",
+        K2KAtLeastOnce.name,
+        MirrorMaker2AtLeastOnce.name,
+    ),
+    (
+        "k2k exactly-once vs MirrorMaker 2 exactly-once",
+        K2KExactlyOnce.name,
+        MirrorMaker2ExactlyOnce.name,
+    ),
+    (
+        "k2k exactly-once vs MirrorMaker 2 at-least-once",
+        K2KExactlyOnce.name,
+        MirrorMaker2AtLeastOnce.name,
+    ),
+)
+
+
+def tail_ratios(results: list[Result]) -> list[str]:
+    """The W3 summary lines, of medians of complete runs: catch-up throughput and times from
+    start, steady p50/p99/max, each pair of :data:`_TAIL_COMPARISONS` that both ran. The
+    issue's targets: k2k within 10 % of the bare loop on throughput and p99, ahead of
+    MirrorMaker 2 on both."""
+    runs: dict[tuple[str, str], list[Result]] = {}
+    for r in results:
+        if r.complete and r.workload.startswith("W3"):
+            runs.setdefault((r.contender, r.workload), []).append(r)
+
+    def median(rs: list[Result], field: str) -> float | None:
+        values = [getattr(r, field) for r in rs if getattr(r, field) is not None]
+        return statistics.median(values) if values else None
+
+    out = []
+    for w in sorted({w for _, w in runs}):
+        for label, a, b in _TAIL_COMPARISONS:
+            ra, rb = runs.get((a, w)), runs.get((b, w))
+            if not ra or not rb:
+                continue
+            n = min(len(ra), len(rb))
+            medians = f" (medians of {n} runs each)" if n > 1 else ""
+            if w.startswith("W3-catch-up"):
+                ta, tb = (
+                    statistics.median(r.rate for r in ra),
+                    statistics.median(r.rate for r in rb),
+                )
+                parts = [f"throughput {ta:,.0f} vs {tb:,.0f} records/s ({ta / tb:.0%})"]
+                for word, field in (("first record", "first_s"), ("all copied", "all_s")):
+                    fa, fb = median(ra, field), median(rb, field)
+                    if fa is not None and fb is not None:
+                        parts.append(f"{word} {fa:.1f} vs {fb:.1f} s")
+            else:
+                fields = [("p50", "p50_ms"), ("p99", "p99_ms"), ("max", "max_ms")]
+                parts = []
+                for word, field in fields:
+                    fa, fb = median(ra, field), median(rb, field)
+                    if fa is not None and fb is not None:
+                        ratio = f" ({fa / fb:.0%})" if fb else ""
+                        parts.append(f"{word} {fa:,.0f} vs {fb:,.0f} ms{ratio}")
+            out.append(f"{w}, {label}: {'; '.join(parts)}{medians}")
+    return out
 
 
 def warm_up_round(
@@ -967,11 +1375,14 @@ class Env:
 def run_workloads(
     args: argparse.Namespace, plan: Plan, chosen: list[Contender], env: Env, results: list[Result]
 ) -> None:
-    """Warm up, then every backlog and steady run of ``plan``; each result is appended to
-    ``results`` (and printed) as soon as it is known."""
+    """Warm up, then every backlog and steady run of ``plan`` (or W3's); each result is
+    appended to ``results`` (and printed) as soon as it is known."""
     warm = Backlog("warmup", plan.warmup_records, 100)
     ends = preload(env.source, warm.topic, warm.records, warm.value_size)
     run_backlog(BareLoop(), warm, env, ends, args.timeout)  # unmeasured: JIT warm-up
+    if plan.many is not None:
+        run_w3(args, plan, chosen, env, results)  # its own warm-up round
+        return
     # Before W1, each exactly-once contender's own warm-up copy (warm_up_round) warms the
     # transaction paths; without W1, nothing else does before the W2 warm-up.
     if args.skip_backlog and any(c.guarantee == "exactly-once" for c in chosen):
@@ -1078,9 +1489,9 @@ def parser() -> argparse.ArgumentParser:
         "--rounds",
         type=int,
         metavar="N",
-        help="W1: copy each workload N times per contender, in alternating order, and compare "
-        "the median figures (one 1 KB copy lasts under 10 s, and single runs swing by 20 %%); "
-        "default 1, with --quick 2",
+        help="W1 and W3: copy each workload N times per contender (W3: and N steady windows), "
+        "in alternating order, and compare the median figures (one 1 KB copy lasts under "
+        "10 s, and single runs swing by 20 %%); default 1, with --quick 2",
     )
     ap.add_argument(
         "--workloads",
@@ -1106,6 +1517,29 @@ def parser() -> argparse.ArgumentParser:
         help="keep every W1 copy's target topic (deleted once checked, by default) and the "
         "embedded brokers' data (deleted once the brokers stop) in the scratch directory",
     )
+    ap.add_argument(
+        "--broker-heap",
+        metavar="SIZE",
+        help=f"the embedded brokers' heap (-Xmx), default {BROKER_HEAP}, with --w3 "
+        f"{W3_BROKER_HEAP}: a 512 MB broker ran out of memory near 13,000 partitions",
+    )
+    w3 = ap.add_argument_group(
+        "W3, many partitions (bench/w3.py)",
+        "--w3 runs W3 instead of W1 and W2: a catch-up (--skip-steady: only it) and a steady "
+        "window (--skip-backlog: only it), --rounds times each per contender, by default for "
+        f"{','.join(QUICK_CONTENDERS)}",
+    )
+    w3.add_argument("--w3", action="store_true", help="run W3 instead of W1 and W2")
+    shape = ManyTopics()
+    for flag, value, text in (
+        ("--w3-topics", shape.topics, "topics"),
+        ("--w3-partitions", shape.partitions, "partitions per topic"),
+        ("--w3-backlog", shape.per_partition, "catch-up records per partition"),
+        ("--w3-rate", shape.rate, "steady records/s over all partitions"),
+        ("--w3-seconds", shape.seconds, "the steady window, s"),
+        ("--w3-warmup", shape.warmup_s, "the steady rate before the window, unmeasured, s"),
+    ):
+        w3.add_argument(flag, type=type(value), metavar="N", help=f"{text} (default {value:g})")
     return ap
 
 
@@ -1118,12 +1552,16 @@ def chosen_and_plan(
         ap.error(f"--rounds: expected a whole number of at least 1, got {args.rounds}")
     if args.records is not None and args.records < 1:
         ap.error(f"--records: expected a whole number of at least 1, got {args.records}")
-    only = args.only or ",".join(QUICK_CONTENDERS if args.quick else keys)
+    if args.w3 and (args.quick or args.workloads or args.records):
+        ap.error("--w3 takes no --quick, --workloads or --records")
+    only = args.only or ",".join(QUICK_CONTENDERS if args.quick or args.w3 else keys)
     wanted = [k.strip() for k in only.split(",") if k.strip()]
     unknown = sorted(set(wanted) - set(keys))
     if unknown:
         ap.error(f"--only: unknown contender(s) {', '.join(unknown)}; known: {', '.join(keys)}")
     chosen = [cls() for cls in CONTENDERS if cls.key in wanted]
+    if args.w3:
+        return chosen, w3_plan(ap, args, chosen)
     plan = QUICK if args.quick else FULL
     if args.rounds is not None:
         plan = dataclasses.replace(plan, rounds=args.rounds)
@@ -1143,15 +1581,36 @@ def chosen_and_plan(
     return chosen, plan
 
 
-def embedded_pair(tmp: Path) -> ClusterPair:
+def w3_plan(ap: argparse.ArgumentParser, args: argparse.Namespace, chosen: list[Contender]) -> Plan:
+    """The plan of ``--w3`` (argument errors exit here)."""
+    unfit = [c.key for c in chosen if not c.prefix_capable]
+    if unfit:
+        ap.error(f"--only: {', '.join(unfit)} cannot copy many topics (--w3)")
+    rounds = args.rounds or 1
+    given = {
+        "topics": args.w3_topics,
+        "partitions": args.w3_partitions,
+        "per_partition": args.w3_backlog,
+        "rate": args.w3_rate,
+        "seconds": args.w3_seconds,
+        "warmup_s": args.w3_warmup,
+    }
+    many = ManyTopics(**{k: v for k, v in given.items() if v is not None})
+    if min(many.topics, many.partitions, many.per_partition, many.rate) < 1:
+        ap.error(f"--w3-*: sizes and the rate must be at least 1, got {many}")
+    return Plan((), (), QUICK.warmup_records, 0, rounds=rounds, many=many)
+
+
+def embedded_pair(tmp: Path, heap: str = BROKER_HEAP) -> ClusterPair:
     """The source and target brokers, started here and owned by this process: a run killed
     outright takes them with it. Full JIT (the test default stops at C1 for faster
-    start-up) and 1 GiB heaps: production-like brokers, not test ones."""
+    start-up) and 1 GiB heaps (``--broker-heap``; 2 GiB for W3): production-like brokers,
+    not test ones."""
     return start_pair(
         tmp / "clusters",
         free_port(),
         free_port(),
-        heap="1g",
+        heap=heap,
         jvm_options=(),
         owner_pid=os.getpid(),
         # A deleted copy's files go at once (see drop_topic), not a minute later.
@@ -1189,7 +1648,8 @@ def main() -> None:
         if args.clusters:
             env = Env(*args.clusters.split(",", 1), tmp, keep_data=args.keep_data)
         else:
-            pair = embedded_pair(tmp)
+            heap = args.broker_heap or (W3_BROKER_HEAP if args.w3 else BROKER_HEAP)
+            pair = embedded_pair(tmp, heap)
             env = embedded_env(args, pair, tmp)
         run_workloads(args, plan, chosen, env, results)
         ended = True
@@ -1204,8 +1664,12 @@ def main() -> None:
                 print(f"  stopped {what}", flush=True)
     print()
     print(table(results))
+    tails = tails_table(results)
+    if tails:
+        print()
+        print(tails)
     print()
-    for line in ratios(results):
+    for line in ratios(results) + tail_ratios(results):
         print(line)
 
 

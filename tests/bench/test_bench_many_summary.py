@@ -1,0 +1,55 @@
+"""The W3 report: the second table and the summary lines of medians."""
+
+from __future__ import annotations
+
+import doctest
+from typing import Any
+
+import pytest
+
+import bench.w3
+from bench.harness import Result, tail_ratios, tails_table
+
+
+@pytest.mark.parametrize("module", [bench.w3])
+def test_docstring_examples(module: Any) -> None:
+    result = doctest.testmod(module)
+    assert result.failed == 0 and result.attempted > 0
+
+
+def _r(name: str, workload: str, **figures: float) -> Result:
+    r = Result(name, "-", workload, 400_000, 100, **figures)
+    r.complete = True
+    return r
+
+
+def test_w3_summary_compares_medians_with_the_bare_loop_and_mirrormaker() -> None:
+    k2k, bare, mm2 = "k2k at-least-once", "bare librdkafka loop", "MirrorMaker 2 at-least-once"
+    w = "W3-catch-up-1000x8"
+    results = [
+        _r(k2k, w, seconds=4.0, first_s=9.0, all_s=13.0),
+        _r(k2k, w, seconds=5.0, first_s=10.0, all_s=15.0),
+        _r(k2k, w, seconds=6.0, first_s=11.0, all_s=17.0),
+        _r(bare, w, seconds=4.0, first_s=2.0, all_s=6.0),
+        _r(mm2, w, seconds=10.0, first_s=20.0, all_s=30.0),
+        _r(k2k, "W3-steady-1000x8-1,000/s", p50_ms=30, p99_ms=90, max_ms=200),
+        _r(bare, "W3-steady-1000x8-1,000/s", p50_ms=20, p99_ms=60, max_ms=100),
+    ]
+    incomplete = _r(bare, w, seconds=1.0, first_s=1.0, all_s=2.0)
+    incomplete.complete = False  # counts for nothing
+    lines = tail_ratios([*results, incomplete])
+    assert lines == [
+        "W3-catch-up-1000x8, k2k at-least-once vs bare librdkafka loop: throughput 80,000 vs "
+        "100,000 records/s (80%); first record 10.0 vs 2.0 s; all copied 15.0 vs 6.0 s",
+        "W3-catch-up-1000x8, k2k at-least-once vs MirrorMaker 2 at-least-once: throughput "
+        "80,000 vs 40,000 records/s (200%); first record 10.0 vs 20.0 s; all copied 15.0 vs "
+        "30.0 s",
+        "W3-steady-1000x8-1,000/s, k2k at-least-once vs bare librdkafka loop: p50 30 vs 20 ms "
+        "(150%); p99 90 vs 60 ms (150%); max 200 vs 100 ms (200%)",
+    ]
+    table = tails_table(results).splitlines()
+    assert len(table) == 2 + len(results)
+    assert (
+        "| k2k at-least-once | - | W3-catch-up-1000x8 | 400,000 | 9.0 | 13.0 | 100,000 |"
+        in table[2]
+    )
