@@ -23,7 +23,8 @@
    brokers' JIT compilers use during the window is printed with it: a window that overlaps
    the brokers' compilation measures the machine's warm-up, not the contender.
 
-Instead of W1 and W2 (issue 47; by default for k2k, k2k-eos, mm2 and bare):
+Instead of W1 and W2 (issue 47; by default for k2k, k2k-eos, mm2 and bare, resp. k2k,
+k2k-eos and mm2):
 
 * ``--w3``: **W3, many partitions** (:mod:`bench.w3`): 1,000 topics x 8 partitions
   (``--w3-topics``, ``--w3-partitions``), created and deleted in batches. The *catch-up*:
@@ -34,7 +35,14 @@ Instead of W1 and W2 (issue 47; by default for k2k, k2k-eos, mm2 and bare):
   1,000 records/s (``--w3-rate``) round-robin over all partitions, the latency probe on every
   target partition, p50/p99/p99.9/max. The embedded brokers get 2 GiB heaps
   (``--broker-heap``).
-It ends with a second table (first record, all copied, the latency tail) and summary lines
+* ``--long-w2``: **the long W2** (:mod:`bench.long_w2`): one W2 window at 5,000 records/s
+  lasting 3.4 k2k leases (17 minutes by default), a topic created two leases into it that
+  the contenders must find and copy; p50/p99/p99.9/max and the largest latency per 10 s,
+  where lease boundaries and the discovery show. ``--lease-duration`` and
+  ``--discovery-interval`` set k2k's (a smoke run: "20 seconds" and "5 seconds"); MirrorMaker
+  2 refreshes its topics at the same interval.
+
+Both end with a second table (first record, all copied, the latency tail) and summary lines
 of medians against the bare loop and MirrorMaker 2.
 """
 
@@ -48,6 +56,7 @@ import json
 import os
 import platform
 import random
+import re
 import shutil
 import statistics
 import subprocess
@@ -57,6 +66,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -84,10 +94,19 @@ from bench.lifecycle import (
     stop_processes,
     stop_strays,
 )
+from bench.long_w2 import (
+    DEFAULT_DISCOVERY,
+    DEFAULT_LEASE,
+    NewTopic,
+    new_topic_at_s,
+    per_10s_lines,
+    window_s,
+)
 from bench.mm2 import MirrorMaker2AtLeastOnce, MirrorMaker2ExactlyOnce
 from bench.spark_sss import SparkStructuredStreaming
 from bench.topics import ADMIN_BATCH, create_topics, delete_topics, end_offsets_many
 from bench.w3 import Digests, ManyReader, ManyTopics, digest_many, load, wait_files_gone
+from k2k.config.durations import parse_duration
 from k2k.kafka.factory import CONSUMER_DEFAULTS
 from k2k.local import ClusterPair, free_port, start_pair
 
@@ -114,6 +133,8 @@ CONTENDERS: list[type[Contender]] = [
 
 #: A W1 run in which no record reached the target for this long says so in its note.
 STALL_NOTE_S = 2.0
+#: The long W2: how long after the window the topic created in it may still take to be copied.
+NEW_TOPIC_GRACE_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -133,9 +154,16 @@ class Steady:
     seconds: float  # the measured window
     warmup_s: float  # the same rate, unmeasured, right before the window
     value_size: int = 100
+    #: The long W2 (bench/long_w2.py): a topic is created this many seconds into the window,
+    #: and the contenders copy every topic that starts with the measured topic's name.
+    new_topic_at_s: float | None = None
 
     @property
     def name(self) -> str:
+        if self.new_topic_at_s is not None:
+            span = self.seconds / 60
+            length = f"{span:g}min" if span.is_integer() else f"{self.seconds:g}s"
+            return f"W2-long-{self.rate // 1000}k/s-{length}"
         return f"W2-{self.rate // 1000}k/s"
 
 
@@ -170,6 +198,8 @@ FULL = Plan(
 #: Quick mode's contenders unless ``--only`` names others: the ones the headline ratios are of.
 #: W3's too.
 QUICK_CONTENDERS = ("k2k", "k2k-eos", "mm2", "bare")
+#: The long W2's contenders unless ``--only`` names others.
+LONG_CONTENDERS = ("k2k", "k2k-eos", "mm2")
 #: The embedded brokers' heap; W3's, whose target holds 8,000 partitions besides the control
 #: topics (a 512 MB broker ran out of memory near 13,000 partitions).
 BROKER_HEAP = "1g"
@@ -764,9 +794,12 @@ def latency_figures(env: Env, res: Result, out: Path) -> dict[str, Any]:
 
 
 def run_steady(c: Contender, s: Steady, env: Env) -> Result:
+    """One W2 window of ``c``; the long W2 (``s.new_topic_at_s``) also creates a topic
+    mid-window (:class:`bench.long_w2.NewTopic`), which ``c`` must find and copy."""
     run = uuid.uuid4().hex[:6]
     topic = f"steady-{s.rate}-{run}"
     create_topic(env.source, topic, PARTITIONS)
+    long = s.new_topic_at_s is not None
     ctx = Ctx(
         env.source,
         env.target,
@@ -777,6 +810,8 @@ def run_steady(c: Contender, s: Steady, env: Env) -> Result:
         run,
         env.scratch(run),
         value_size=s.value_size,
+        prefix=long,  # the long W2: also the topic created mid-window
+        topics=(topic,),
     )
     expect = int(s.rate * s.seconds)
     res = Result(c.name, c.guarantee, s.name, expect, s.value_size)
@@ -786,7 +821,8 @@ def run_steady(c: Contender, s: Steady, env: Env) -> Result:
     c.start(ctx)
     monitor.start()
     out = ctx.tmp / "latency.json"
-    probe = None
+    probe = new_topic = None
+    new_topic_note = ""
     try:
         # Ready once a warm-up record made it through (start-up, topic creation, discovery).
         while sum(end_offsets(ctx.target, ctx.dest).values()) == 0:
@@ -805,8 +841,16 @@ def run_steady(c: Contender, s: Steady, env: Env) -> Result:
         writer.run(s.rate, s.warmup_s, WARMUP)
         monitor.sample()
         cpu0, jit0, clock = monitor.cpu_s(), jit_cpu_s(env.broker_pids), cpu_clock()
+        if s.new_topic_at_s is not None:
+            new = f"{topic}-new"
+            new_topic = NewTopic(
+                env.source, env.target, new, c.dest_topic(new, run), PARTITIONS, s.new_topic_at_s
+            )
+            new_topic.start()
         writer.run(s.rate, s.seconds)
         probe.wait(s.seconds + 180)
+        if new_topic is not None:
+            new_topic_note = new_topic.finish(NEW_TOPIC_GRACE_S)
         monitor.sample()
         res.cpu_s = monitor.cpu_s() - cpu0
         res.steal_pct = steal_pct(clock)
@@ -815,6 +859,8 @@ def run_steady(c: Contender, s: Steady, env: Env) -> Result:
     finally:
         if probe is not None and probe.poll() is None:
             probe.kill()
+        if new_topic is not None and not new_topic_note:  # the window ended early
+            new_topic_note = new_topic.finish(0)
         stop_processes(ctx.procs, c.name)
         monitor.stop()
         res.wall = time.monotonic() - started
@@ -828,7 +874,27 @@ def run_steady(c: Contender, s: Steady, env: Env) -> Result:
         res.complete, res.note = identical(ctx, c.keeps_timestamps)
     if res.complete and dups:
         res.note = f"{dups} duplicates"
+    if new_topic is not None:
+        # A contender that never copied the new topic skipped the discovery: not comparable.
+        res.complete = res.complete and new_topic.copied_s is not None
+        leases = k2k_leases(ctx.tmp / f"{ctx.dest}.log")
+        if leases is not None:
+            new_topic_note += f"; {leases} k2k leases in the run"
+        res.note = f"{res.note}; {new_topic_note}" if res.note else new_topic_note
     return res
+
+
+_LEASES = re.compile(r"over (\d+) lease\(s\)")
+
+
+def k2k_leases(log: Path) -> int | None:
+    """How many leases ``k2k start`` ran, from the summary line it logs when it stops (None:
+    not a k2k log, or no summary)."""
+    try:
+        found = _LEASES.findall(log.read_text(errors="replace"))
+    except OSError:
+        return None
+    return int(found[-1]) if found else None
 
 
 # -- W3, many partitions (bench/w3.py) ------------------------------------------------------
@@ -1144,9 +1210,9 @@ def table(results: list[Result]) -> str:
 
 
 def tails_table(results: list[Result]) -> str:
-    """W3: time to the first and to the last record, catch-up throughput, and the latency
-    tail (empty when W3 did not run)."""
-    rows = [r for r in results if r.workload.startswith("W3")]
+    """W3 and the long W2: time to the first and to the last record, catch-up throughput,
+    and the latency tail (empty when neither ran)."""
+    rows = [r for r in results if r.workload.startswith(("W3", "W2-long"))]
     if not rows:
         return ""
     lines = [
@@ -1166,7 +1232,7 @@ def tails_table(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
-#: The W3 summary lines: (label, contender, the contender it is compared with).
+#: The W3 and long W2 summary lines: (label, contender, the contender it is compared with).
 _TAIL_COMPARISONS = (
     ("k2k at-least-once vs bare librdkafka loop", K2KAtLeastOnce.name, BareLoop.name),
     ("k2k exactly-once vs bare librdkafka loop", K2KExactlyOnce.name, BareLoop.name),
@@ -1189,13 +1255,13 @@ _TAIL_COMPARISONS = (
 
 
 def tail_ratios(results: list[Result]) -> list[str]:
-    """The W3 summary lines, of medians of complete runs: catch-up throughput and times from
-    start, steady p50/p99/max, each pair of :data:`_TAIL_COMPARISONS` that both ran. The
-    issue's targets: k2k within 10 % of the bare loop on throughput and p99, ahead of
-    MirrorMaker 2 on both."""
+    """The W3 and long W2 summary lines, of medians of complete runs: catch-up throughput
+    and times from start, steady p50/p99 (and p99.9/max), each pair of :data:`_TAIL_COMPARISONS`
+    that both ran. The issue's targets: k2k within 10 % of the bare loop on W3 throughput and
+    p99, ahead of MirrorMaker 2 on both; in the long W2, k2k's p99.9 at most MirrorMaker 2's."""
     runs: dict[tuple[str, str], list[Result]] = {}
     for r in results:
-        if r.complete and r.workload.startswith("W3"):
+        if r.complete and r.workload.startswith(("W3", "W2-long")):
             runs.setdefault((r.contender, r.workload), []).append(r)
 
     def median(rs: list[Result], field: str) -> float | None:
@@ -1221,7 +1287,11 @@ def tail_ratios(results: list[Result]) -> list[str]:
                     if fa is not None and fb is not None:
                         parts.append(f"{word} {fa:.1f} vs {fb:.1f} s")
             else:
-                fields = [("p50", "p50_ms"), ("p99", "p99_ms"), ("max", "max_ms")]
+                fields = [("p50", "p50_ms"), ("p99", "p99_ms")]
+                if w.startswith("W2-long"):
+                    fields += [("p99.9", "p999_ms"), ("max", "max_ms")]
+                else:
+                    fields += [("max", "max_ms")]
                 parts = []
                 for word, field in fields:
                     fa, fb = median(ra, field), median(rb, field)
@@ -1385,7 +1455,8 @@ def run_workloads(
         return
     # Before W1, each exactly-once contender's own warm-up copy (warm_up_round) warms the
     # transaction paths; without W1, nothing else does before the W2 warm-up.
-    if args.skip_backlog and any(c.guarantee == "exactly-once" for c in chosen):
+    no_w1 = args.skip_backlog or not plan.backlog
+    if no_w1 and any(c.guarantee == "exactly-once" for c in chosen):
         warm_transactions(env.target, TXN_WARMUP_S)
         # Unmeasured: large transactions over every partition, as exactly-once copies write.
         run_backlog(BareLoopTransactional(), warm, env, ends, args.timeout)
@@ -1425,12 +1496,20 @@ def run_workloads(
                 continue
             r = run_steady(c, s, env)
             results.append(r)
+            tails = (
+                f"p99.9 {_ms(r.p999_ms):>6} ms  max {_ms(r.max_ms):>6} ms  "
+                if s.new_topic_at_s is not None
+                else ""
+            )
             print(
                 f"  {r.contender:32} {s.name:8} p50 {_ms(r.p50_ms):>6} ms  "
-                f"p99 {_ms(r.p99_ms):>6} ms  brokers' JIT {_jit(r):>5} CPU s  "
+                f"p99 {_ms(r.p99_ms):>6} ms  {tails}brokers' JIT {_jit(r):>5} CPU s  "
                 f"steal {_pct(r.steal_pct):>3} %  {_verdict(r, 'complete')}",
                 flush=True,
             )
+            if s.new_topic_at_s is not None:
+                for line in per_10s_lines(r.per_10s_max_ms):
+                    print(f"    {line}", flush=True)
 
 
 def stop_brokers(pair: ClusterPair | None, tmp: Path, *, keep_data: bool, say: bool) -> None:
@@ -1540,7 +1619,51 @@ def parser() -> argparse.ArgumentParser:
         ("--w3-warmup", shape.warmup_s, "the steady rate before the window, unmeasured, s"),
     ):
         w3.add_argument(flag, type=type(value), metavar="N", help=f"{text} (default {value:g})")
+    long = ap.add_argument_group(
+        "the long W2 (bench/long_w2.py)",
+        "--long-w2 runs one long W2 window instead of W1 and W2, by default for "
+        f"{','.join(LONG_CONTENDERS)}: p50/p99/p99.9/max and the per-10-s maxima, across "
+        "k2k's lease boundaries and the discovery of a topic created mid-window",
+    )
+    long.add_argument("--long-w2", action="store_true", help="run the long W2 instead")
+    long.add_argument(
+        "--long-rate", type=int, default=5000, metavar="N", help="records/s (default %(default)s)"
+    )
+    long.add_argument(
+        "--long-seconds",
+        type=float,
+        metavar="S",
+        help="the window (default 3.4 lease durations: 17 minutes at k2k's default lease)",
+    )
+    long.add_argument(
+        "--new-topic-at",
+        type=float,
+        metavar="S",
+        help="when the new topic is created, s into the window (default two lease durations)",
+    )
+    long.add_argument(
+        "--lease-duration",
+        metavar="DURATION",
+        help=f"k2k's spark.leaseDuration, e.g. '20 seconds' for a smoke run (default k2k's, "
+        f"{_duration(DEFAULT_LEASE)}); any mode",
+    )
+    long.add_argument(
+        "--discovery-interval",
+        metavar="DURATION",
+        help="k2k's replication source discoveryInterval, and in the long W2 also MirrorMaker "
+        f"2's refresh.topics.interval.seconds (default k2k's, {_duration(DEFAULT_DISCOVERY)})",
+    )
     return ap
+
+
+def _duration(d: timedelta) -> str:
+    """A duration as k2k writes one.
+
+    >>> _duration(timedelta(minutes=5)), _duration(timedelta(seconds=30))
+    ('5 minutes', '30 seconds')
+    """
+    seconds = d.total_seconds()
+    return f"{seconds / 60:g} minutes" if seconds % 60 == 0 else f"{seconds:g} seconds"
 
 
 def chosen_and_plan(
@@ -1552,16 +1675,31 @@ def chosen_and_plan(
         ap.error(f"--rounds: expected a whole number of at least 1, got {args.rounds}")
     if args.records is not None and args.records < 1:
         ap.error(f"--records: expected a whole number of at least 1, got {args.records}")
-    if args.w3 and (args.quick or args.workloads or args.records):
-        ap.error("--w3 takes no --quick, --workloads or --records")
-    only = args.only or ",".join(QUICK_CONTENDERS if args.quick or args.w3 else keys)
+    if args.w3 and args.long_w2:
+        ap.error("--w3 and --long-w2: one at a time")
+    if (args.w3 or args.long_w2) and (args.quick or args.workloads or args.records):
+        ap.error("--w3 and --long-w2 take no --quick, --workloads or --records")
+    for flag in ("lease_duration", "discovery_interval"):
+        value = getattr(args, flag)
+        if value is not None:
+            try:
+                parse_duration(value)
+            except ValueError as exc:
+                ap.error(f"--{flag.replace('_', '-')}: {exc}, got {value!r} (e.g. '20 seconds')")
+    default = LONG_CONTENDERS if args.long_w2 else QUICK_CONTENDERS
+    only = args.only or ",".join(default if args.quick or args.w3 or args.long_w2 else keys)
     wanted = [k.strip() for k in only.split(",") if k.strip()]
     unknown = sorted(set(wanted) - set(keys))
     if unknown:
         ap.error(f"--only: unknown contender(s) {', '.join(unknown)}; known: {', '.join(keys)}")
-    chosen = [cls() for cls in CONTENDERS if cls.key in wanted]
+    chosen = [contender(cls, args) for cls in CONTENDERS if cls.key in wanted]
+    unfit = [c.key for c in chosen if not c.prefix_capable]
+    if unfit and (args.w3 or args.long_w2):
+        ap.error(f"--only: {', '.join(unfit)} cannot copy many topics (--w3, --long-w2)")
     if args.w3:
-        return chosen, w3_plan(ap, args, chosen)
+        return chosen, w3_plan(ap, args)
+    if args.long_w2:
+        return chosen, long_w2_plan(ap, args)
     plan = QUICK if args.quick else FULL
     if args.rounds is not None:
         plan = dataclasses.replace(plan, rounds=args.rounds)
@@ -1581,12 +1719,21 @@ def chosen_and_plan(
     return chosen, plan
 
 
-def w3_plan(ap: argparse.ArgumentParser, args: argparse.Namespace, chosen: list[Contender]) -> Plan:
+def contender(cls: type[Contender], args: argparse.Namespace) -> Contender:
+    """A contender of ``cls`` with the settings the arguments ask for: k2k's lease and
+    discovery; in the long W2, MirrorMaker 2's topic refresh at k2k's discovery interval."""
+    if issubclass(cls, K2KAtLeastOnce):
+        return cls(args.lease_duration, args.discovery_interval)
+    if issubclass(cls, MirrorMaker2AtLeastOnce) and args.long_w2:
+        discovery = DEFAULT_DISCOVERY
+        if args.discovery_interval is not None:
+            discovery = parse_duration(args.discovery_interval)
+        return cls(max(1, round(discovery.total_seconds())))
+    return cls()
+
+
+def w3_plan(ap: argparse.ArgumentParser, args: argparse.Namespace) -> Plan:
     """The plan of ``--w3`` (argument errors exit here)."""
-    unfit = [c.key for c in chosen if not c.prefix_capable]
-    if unfit:
-        ap.error(f"--only: {', '.join(unfit)} cannot copy many topics (--w3)")
-    rounds = args.rounds or 1
     given = {
         "topics": args.w3_topics,
         "partitions": args.w3_partitions,
@@ -1598,7 +1745,19 @@ def w3_plan(ap: argparse.ArgumentParser, args: argparse.Namespace, chosen: list[
     many = ManyTopics(**{k: v for k, v in given.items() if v is not None})
     if min(many.topics, many.partitions, many.per_partition, many.rate) < 1:
         ap.error(f"--w3-*: sizes and the rate must be at least 1, got {many}")
-    return Plan((), (), QUICK.warmup_records, 0, rounds=rounds, many=many)
+    return Plan((), (), QUICK.warmup_records, 0, rounds=args.rounds or 1, many=many)
+
+
+def long_w2_plan(ap: argparse.ArgumentParser, args: argparse.Namespace) -> Plan:
+    """The plan of ``--long-w2``: one window, its length and the new topic's time derived from
+    k2k's lease duration unless given (argument errors exit here)."""
+    lease = DEFAULT_LEASE if args.lease_duration is None else parse_duration(args.lease_duration)
+    seconds = args.long_seconds or window_s(lease)
+    at = new_topic_at_s(lease) if args.new_topic_at is None else args.new_topic_at
+    if not 0 <= at < seconds:
+        ap.error(f"--new-topic-at: must fall inside the {seconds:g} s window, got {at:g}")
+    steady = Steady(args.long_rate, seconds, 15, new_topic_at_s=at)
+    return Plan((), (steady,), QUICK.warmup_records, FULL.steady_warmup_s)
 
 
 def embedded_pair(tmp: Path, heap: str = BROKER_HEAP) -> ClusterPair:

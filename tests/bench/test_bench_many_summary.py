@@ -1,17 +1,20 @@
-"""The W3 report: the second table and the summary lines of medians."""
+"""The W3 and long W2 report: the second table and the summary lines of medians."""
 
 from __future__ import annotations
 
 import doctest
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import bench.harness
+import bench.long_w2
 import bench.w3
-from bench.harness import Result, tail_ratios, tails_table
+from bench.harness import Result, k2k_leases, tail_ratios, tails_table
 
 
-@pytest.mark.parametrize("module", [bench.w3])
+@pytest.mark.parametrize("module", [bench.harness, bench.long_w2, bench.w3])
 def test_docstring_examples(module: Any) -> None:
     result = doctest.testmod(module)
     assert result.failed == 0 and result.attempted > 0
@@ -53,3 +56,27 @@ def test_w3_summary_compares_medians_with_the_bare_loop_and_mirrormaker() -> Non
         "| k2k at-least-once | - | W3-catch-up-1000x8 | 400,000 | 9.0 | 13.0 | 100,000 |"
         in table[2]
     )
+
+
+def test_long_w2_summary_has_the_tail_percentiles() -> None:
+    w = "W2-long-5k/s-17min"
+    results = [
+        _r("k2k at-least-once", w, p50_ms=25, p99_ms=44, p999_ms=120, max_ms=898),
+        _r("MirrorMaker 2 at-least-once", w, p50_ms=30, p99_ms=80, p999_ms=240, max_ms=700),
+    ]
+    assert tail_ratios(results) == [
+        f"{w}, k2k at-least-once vs MirrorMaker 2 at-least-once: p50 25 vs 30 ms (83%); "
+        "p99 44 vs 80 ms (55%); p99.9 120 vs 240 ms (50%); max 898 vs 700 ms (128%)"
+    ]
+    assert tail_ratios([]) == [] and tails_table([]) == ""
+
+
+def test_the_lease_count_comes_from_k2ks_last_summary_line(tmp_path: Path) -> None:
+    log = tmp_path / "k2k.log"
+    log.write_text(
+        "2026-11-27 23:17:00,010 INFO k2k.planner: lease 1: 2 groups over 8 partitions\n"
+        "bench-dcea485c: replicated 416,472 records (44.9 MB of keys and values) in 156.0 s "
+        "over 5 lease(s); remaining lag 0 records\n"
+    )
+    assert k2k_leases(log) == 5
+    assert k2k_leases(tmp_path / "mm2.log") is None
