@@ -34,6 +34,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from k2k.kafka.produce import produce_when_room
 
 MEASURED = b"LAT1"
+#: Beyond this many partitions (W3) the probe batches its fetches (see :func:`probe`).
+MANY_PARTITIONS = 64
 WARMUP = b"WRM1"
 
 
@@ -171,17 +173,21 @@ def probe(
         stop = True
 
     signal.signal(signal.SIGTERM, on_term)
-    c = Consumer(
-        {
-            "bootstrap.servers": target,
-            "group.id": "bench-latency",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "fetch.wait.max.ms": 10,
-            "fetch.queue.backoff.ms": 1,
-            "topic.metadata.refresh.interval.ms": 500,
-        }
-    )
+    settings = {
+        "bootstrap.servers": target,
+        "group.id": "bench-latency",
+        "isolation.level": "read_committed",
+        "enable.auto.commit": False,
+        "fetch.wait.max.ms": 10,
+        "fetch.queue.backoff.ms": 1,
+        "topic.metadata.refresh.interval.ms": 500,
+    }
+    if len(topics) * partitions > MANY_PARTITIONS:
+        # Every fetch waits its 10 ms (up to 10 ms more latency, the same for every
+        # contender): with fetch.min.bytes 1 each record that arrives would send a fetch
+        # listing thousands of partitions to the target broker the contender writes to.
+        settings["fetch.min.bytes"] = 4 * 1024 * 1024
+    c = Consumer(settings)
     c.assign([TopicPartition(topic, p, 0) for topic in topics for p in range(partitions)])
     lat_ms: list[float] = []
     by_second: dict[int, list[float]] = {}  # send second -> latencies: where spikes are
