@@ -184,8 +184,9 @@ def probe(
     }
     if len(topics) * partitions > MANY_PARTITIONS:
         # Every fetch waits its 10 ms (up to 10 ms more latency, the same for every
-        # contender): with fetch.min.bytes 1 each record that arrives would send a fetch
-        # listing thousands of partitions to the target broker the contender writes to.
+        # contender): with fetch.min.bytes 1 nearly every record that arrives would end a
+        # fetch over thousands of partitions, up to a thousand fetches a second to the
+        # target broker the contender writes to.
         settings["fetch.min.bytes"] = 4 * 1024 * 1024
     c = Consumer(settings)
     c.assign([TopicPartition(topic, p, 0) for topic in topics for p in range(partitions)])

@@ -174,9 +174,9 @@ class ManyReader:
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,
                 # A fetch every 10 ms: the times measured here are late by at most that,
-                # and the target broker (which the contender needs) is not asked to list
-                # thousands of partitions for every record that arrives, as it would be
-                # with fetch.min.bytes 1.
+                # and the target broker (which the contender needs) does not answer a fetch
+                # over thousands of partitions for nearly every record that arrives, as it
+                # would with fetch.min.bytes 1.
                 "fetch.min.bytes": MANY_FETCH_MIN_BYTES,
                 "fetch.wait.max.ms": 10,
                 "topic.metadata.refresh.interval.ms": self.METADATA_REFRESH_MS,
