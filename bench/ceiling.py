@@ -19,7 +19,9 @@ import sys
 from pathlib import Path
 from typing import ClassVar
 
+from bench.bare_loop import write_plan
 from bench.contender import Contender, Ctx, create_topic
+from bench.topics import create_topics
 from k2k.config.coordination import EXACTLY_ONCE_BATCH_SIZE
 from k2k.local.install import ensure_kafka_installed, find_java
 
@@ -29,11 +31,19 @@ __all__ = ["BareLoop", "BareLoopTransactional", "ProducerPerfTool"]
 
 
 class BareLoop(Contender):
+    """Two processes, every other partition each. Many topics (``ctx.prefix``): the target
+    topics are created first, in batches, then every other (topic, partition) each; no topic
+    discovery (it copies ``ctx.topics``)."""
+
     key = "bare"
     name = "bare librdkafka loop"
     exits_when_done = True
+    prefix_capable = True
 
     def start(self, ctx: Ctx) -> None:
+        if ctx.prefix:
+            self.start_many(ctx)
+            return
         create_topic(ctx.target, ctx.dest, ctx.partitions)
         for share in (range(0, ctx.partitions, 2), range(1, ctx.partitions, 2)):
             parts = list(share)
@@ -47,6 +57,22 @@ class BareLoop(Contender):
             ]
             if not ctx.steady:
                 argv += ["--ends", ",".join(str(ctx.ends[p]) for p in parts)]
+            ctx.procs.append(subprocess.Popen(argv + self.extra_args(), cwd=ROOT))
+
+    def start_many(self, ctx: Ctx) -> None:
+        dests = [self.dest_topic(t, ctx.run) for t in ctx.topics]
+        create_topics(ctx.target, dests, ctx.partitions)
+        rows = [
+            (t, d, p, None if ctx.steady else ctx.topic_ends[(t, p)])
+            for t, d in zip(ctx.topics, dests, strict=True)
+            for p in range(ctx.partitions)
+        ]
+        ctx.tmp.mkdir(parents=True, exist_ok=True)
+        for i in range(2):
+            plan = ctx.tmp / f"bare-{ctx.run}-{i}.json"
+            write_plan(plan, rows[i::2])
+            argv = [sys.executable, "-m", "bench.bare_loop", "--source", ctx.source]
+            argv += ["--target", ctx.target, "--plan", str(plan)]
             ctx.procs.append(subprocess.Popen(argv + self.extra_args(), cwd=ROOT))
 
     def extra_args(self) -> list[str]:

@@ -11,6 +11,11 @@ Two kinds of run:
   stopped by the harness (SIGTERM, then SIGKILL) once the target holds every record.
 * **steady** (``ctx.steady`` true): the source topic starts empty and the harness writes to
   it at a fixed rate while the contender runs; the harness stops it at the end.
+
+A run with ``ctx.prefix`` copies many topics (W3; the long W2, where a topic is created
+mid-run): every source topic whose name starts with ``ctx.topic``, those present at start
+(``ctx.topics``) and any created later, each to ``dest_topic(name, run)``. Only contenders
+with ``prefix_capable`` serve such runs.
 """
 
 from __future__ import annotations
@@ -59,6 +64,14 @@ class Ctx:
     records: int = 0  # backlog: how many records the source topic holds
     value_size: int = 0  # bytes per record value
     ends: dict[int, int] = field(default_factory=dict)  # backlog: end offset per partition
+    #: True: copy every source topic whose name starts with ``topic`` (``topic`` is then a
+    #: prefix, and ``dest`` only a label: each topic goes to ``dest_topic(name, run)``).
+    prefix: bool = False
+    #: With ``prefix``: the source topics present at start, each with ``partitions``
+    #: partitions (for a contender without topic discovery, the bare loop).
+    topics: tuple[str, ...] = ()
+    #: With ``prefix``, backlog: end offset per (topic, partition).
+    topic_ends: dict[tuple[str, int], int] = field(default_factory=dict)
 
     def copy_args(self) -> list[str]:
         """``--source S --target T --topic X --dest Y``: what every copy job is told."""
@@ -83,6 +96,8 @@ class Contender:
     backlog_capable: ClassVar[bool] = True
     #: False if the target records get new timestamps (compared without them).
     keeps_timestamps: bool = True
+    #: True for a contender that serves ``ctx.prefix`` runs (many topics, W3, long W2).
+    prefix_capable: ClassVar[bool] = False
 
     def setup(self) -> None:
         """Once per harness run, before any cluster starts: fetch jars, check tools."""

@@ -22,6 +22,28 @@
    measures source timestamp → visible latency (``bench/latency.py``). The CPU time the
    brokers' JIT compilers use during the window is printed with it: a window that overlaps
    the brokers' compilation measures the machine's warm-up, not the contender.
+
+Instead of W1 and W2 (issue 47; by default for k2k, k2k-eos, mm2 and bare, resp. k2k,
+k2k-eos and mm2):
+
+* ``--w3``: **W3, many partitions** (:mod:`bench.w3`): 1,000 topics x 8 partitions
+  (``--w3-topics``, ``--w3-partitions``), created and deleted in batches. The *catch-up*:
+  50 records per partition (``--w3-backlog``), copied by each contender once unmeasured and
+  then ``--rounds`` times; time from process start to the first record on the target,
+  catch-up records/s, time to all copied, the copy compared with the source partition by
+  partition. The *steady* part: per contender and round fresh topics, a paced writer at
+  1,000 records/s (``--w3-rate``) round-robin over all partitions, the latency probe on every
+  target partition, p50/p99/p99.9/max. The embedded brokers get 2 GiB heaps
+  (``--broker-heap``).
+* ``--long-w2``: **the long W2** (:mod:`bench.long_w2`): one W2 window at 5,000 records/s
+  lasting 3.4 k2k leases (17 minutes by default), a topic created two leases into it that
+  the contenders must find and copy; p50/p99/p99.9/max and the largest latency per 10 s,
+  where lease boundaries and the discovery show. ``--lease-duration`` and
+  ``--discovery-interval`` set k2k's (a smoke run: "20 seconds" and "5 seconds"); MirrorMaker
+  2 refreshes its topics at the same interval.
+
+Both end with a second table (first record, all copied, the latency tail) and summary lines
+of medians against the bare loop and MirrorMaker 2.
 """
 
 from __future__ import annotations
@@ -34,6 +56,7 @@ import json
 import os
 import platform
 import random
+import re
 import shutil
 import statistics
 import subprocess
@@ -43,6 +66,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -63,9 +87,26 @@ from bench.k2k_bench import (
     K2KFromMM2FileExactlyOnce,
 )
 from bench.latency import WARMUP, PacedWriter
-from bench.lifecycle import Interrupted, install_handlers, stop_processes, stop_strays
+from bench.lifecycle import (
+    STOPPING,
+    Interrupted,
+    install_handlers,
+    stop_processes,
+    stop_strays,
+)
+from bench.long_w2 import (
+    DEFAULT_DISCOVERY,
+    DEFAULT_LEASE,
+    NewTopic,
+    new_topic_at_s,
+    per_10s_lines,
+    window_s,
+)
 from bench.mm2 import MirrorMaker2AtLeastOnce, MirrorMaker2ExactlyOnce
 from bench.spark_sss import SparkStructuredStreaming
+from bench.topics import ADMIN_BATCH, create_topics, delete_topics, end_offsets_many
+from bench.w3 import Digests, ManyReader, ManyTopics, digest_many, load, wait_files_gone
+from k2k.config.durations import parse_duration
 from k2k.kafka.factory import CONSUMER_DEFAULTS
 from k2k.local import ClusterPair, free_port, start_pair
 
@@ -92,6 +133,8 @@ CONTENDERS: list[type[Contender]] = [
 
 #: A W1 run in which no record reached the target for this long says so in its note.
 STALL_NOTE_S = 2.0
+#: The long W2: how long after the window the topic created in it may still take to be copied.
+NEW_TOPIC_GRACE_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -111,9 +154,16 @@ class Steady:
     seconds: float  # the measured window
     warmup_s: float  # the same rate, unmeasured, right before the window
     value_size: int = 100
+    #: The long W2 (bench/long_w2.py): a topic is created this many seconds into the window,
+    #: and the contenders copy every topic that starts with the measured topic's name.
+    new_topic_at_s: float | None = None
 
     @property
     def name(self) -> str:
+        if self.new_topic_at_s is not None:
+            span = self.seconds / 60
+            length = f"{span:g}min" if span.is_integer() else f"{self.seconds:g}s"
+            return f"W2-long-{self.rate // 1000}k/s-{length}"
         return f"W2-{self.rate // 1000}k/s"
 
 
@@ -130,6 +180,8 @@ class Plan:
     #: The W1 warm-up round copies this many records of each workload's record size instead
     #: of the workload itself (None: the workload itself).
     warm_up_round_records: int | None = None
+    #: W3 (``--w3``): many topics, its catch-up and its steady part (bench/w3.py).
+    many: ManyTopics | None = None
 
     def warm_up_workload(self, w: Backlog) -> Backlog:
         """What each contender copies, unmeasured, before the measured rounds of ``w``."""
@@ -144,7 +196,14 @@ FULL = Plan(
     90,
 )
 #: Quick mode's contenders unless ``--only`` names others: the ones the headline ratios are of.
+#: W3's too.
 QUICK_CONTENDERS = ("k2k", "k2k-eos", "mm2", "bare")
+#: The long W2's contenders unless ``--only`` names others.
+LONG_CONTENDERS = ("k2k", "k2k-eos", "mm2")
+#: The embedded brokers' heap; W3's, whose target holds 8,000 partitions besides the control
+#: topics (a 512 MB broker ran out of memory near 13,000 partitions).
+BROKER_HEAP = "1g"
+W3_BROKER_HEAP = "2g"
 #: With :data:`QUICK_CONTENDERS`: the full run's W1-100B, two rounds after a warm-up round of
 #: 1M records; the W2 rate only with ``--skip-backlog`` (run time and why:
 #: docs/benchmarks.md#quick-mode). The backlog is the full run's, so its figures are the
@@ -175,10 +234,16 @@ class Result:
     peak_rss_mb: float = 0.0
     p50_ms: float | None = None
     p99_ms: float | None = None
+    p999_ms: float | None = None  # steady: p99.9
+    max_ms: float | None = None  # steady: the largest latency in the window
+    first_s: float | None = None  # W3 catch-up: process start -> first record on the target
+    all_s: float | None = None  # W3 catch-up: process start -> every record on the target
     jit_s: float | None = None  # steady: CPU s of the brokers' JIT compilers in the window
     steal_pct: float | None = None  # share of the machine's CPU time the hypervisor took
     complete: bool = False
     note: str = ""
+    #: steady: the largest latency per 10 s of the window (None: nothing sent in them)
+    per_10s_max_ms: list[int | None] = dataclasses.field(default_factory=list)
 
     @property
     def rate(self) -> float:
@@ -690,11 +755,24 @@ def run_verify(c: Contender, w: Backlog, ctx: Ctx, limit: float) -> Result:
     return res
 
 
-def start_probe(env: Env, topic: str, expect: int, out: Path, limit_s: float) -> subprocess.Popen:
-    """The latency probe (``bench/latency.py``, its own process) on the target ``topic``: it
-    writes a ready file beside ``out`` once it reads, and its figures to ``out``."""
-    argv = [sys.executable, "-m", "bench.latency", "--target", env.target, "--topic", topic]
-    argv += ["--partitions", str(PARTITIONS), "--expect", str(expect)]
+def start_probe(
+    env: Env,
+    topic: str | list[str],
+    expect: int,
+    out: Path,
+    limit_s: float,
+    partitions: int = PARTITIONS,
+) -> subprocess.Popen:
+    """The latency probe (``bench/latency.py``, its own process) on the target ``topic`` (or
+    topics): it writes a ready file beside ``out`` once it reads, and its figures to ``out``."""
+    argv = [sys.executable, "-m", "bench.latency", "--target", env.target]
+    if isinstance(topic, str):
+        argv += ["--topic", topic]
+    else:
+        names = out.with_suffix(".topics")
+        names.write_text("\n".join(topic) + "\n")
+        argv += ["--topics", str(names)]
+    argv += ["--partitions", str(partitions), "--expect", str(expect)]
     argv += ["--out", str(out), "--limit", str(limit_s)]
     return subprocess.Popen(argv, cwd=ROOT)
 
@@ -705,6 +783,9 @@ def latency_figures(env: Env, res: Result, out: Path) -> dict[str, Any]:
     figures = json.loads(out.read_text()) if out.is_file() else {}
     res.p50_ms = figures.get("p50_ms")
     res.p99_ms = figures.get("p99_ms")
+    res.p999_ms = figures.get("p999_ms")
+    res.max_ms = figures.get("max_ms")
+    res.per_10s_max_ms = figures.get("per_10s_max_ms", [])
     line = {"contender": res.contender, "workload": res.workload, "jit_s": res.jit_s}
     line |= {"steal_pct": res.steal_pct, **figures}
     with (env.tmp / "latency.jsonl").open("a") as f:
@@ -713,9 +794,12 @@ def latency_figures(env: Env, res: Result, out: Path) -> dict[str, Any]:
 
 
 def run_steady(c: Contender, s: Steady, env: Env) -> Result:
+    """One W2 window of ``c``; the long W2 (``s.new_topic_at_s``) also creates a topic
+    mid-window (:class:`bench.long_w2.NewTopic`), which ``c`` must find and copy."""
     run = uuid.uuid4().hex[:6]
     topic = f"steady-{s.rate}-{run}"
     create_topic(env.source, topic, PARTITIONS)
+    long = s.new_topic_at_s is not None
     ctx = Ctx(
         env.source,
         env.target,
@@ -726,6 +810,8 @@ def run_steady(c: Contender, s: Steady, env: Env) -> Result:
         run,
         env.scratch(run),
         value_size=s.value_size,
+        prefix=long,  # the long W2: also the topic created mid-window
+        topics=(topic,),
     )
     expect = int(s.rate * s.seconds)
     res = Result(c.name, c.guarantee, s.name, expect, s.value_size)
@@ -735,7 +821,8 @@ def run_steady(c: Contender, s: Steady, env: Env) -> Result:
     c.start(ctx)
     monitor.start()
     out = ctx.tmp / "latency.json"
-    probe = None
+    probe = new_topic = None
+    new_topic_note = ""
     try:
         # Ready once a warm-up record made it through (start-up, topic creation, discovery).
         while sum(end_offsets(ctx.target, ctx.dest).values()) == 0:
@@ -754,8 +841,16 @@ def run_steady(c: Contender, s: Steady, env: Env) -> Result:
         writer.run(s.rate, s.warmup_s, WARMUP)
         monitor.sample()
         cpu0, jit0, clock = monitor.cpu_s(), jit_cpu_s(env.broker_pids), cpu_clock()
+        if s.new_topic_at_s is not None:
+            new = f"{topic}-new"
+            new_topic = NewTopic(
+                env.source, env.target, new, c.dest_topic(new, run), PARTITIONS, s.new_topic_at_s
+            )
+            new_topic.start()
         writer.run(s.rate, s.seconds)
         probe.wait(s.seconds + 180)
+        if new_topic is not None:
+            new_topic_note = new_topic.finish(NEW_TOPIC_GRACE_S)
         monitor.sample()
         res.cpu_s = monitor.cpu_s() - cpu0
         res.steal_pct = steal_pct(clock)
@@ -764,6 +859,8 @@ def run_steady(c: Contender, s: Steady, env: Env) -> Result:
     finally:
         if probe is not None and probe.poll() is None:
             probe.kill()
+        if new_topic is not None and not new_topic_note:  # the window ended early
+            new_topic_note = new_topic.finish(0)
         stop_processes(ctx.procs, c.name)
         monitor.stop()
         res.wall = time.monotonic() - started
@@ -777,7 +874,295 @@ def run_steady(c: Contender, s: Steady, env: Env) -> Result:
         res.complete, res.note = identical(ctx, c.keeps_timestamps)
     if res.complete and dups:
         res.note = f"{dups} duplicates"
+    if new_topic is not None:
+        # A contender that never copied the new topic skipped the discovery: not comparable.
+        res.complete = res.complete and new_topic.copied_s is not None
+        leases = k2k_leases(ctx.tmp / f"{ctx.dest}.log")
+        if leases is not None:
+            new_topic_note += f"; {leases} k2k leases in the run"
+        res.note = f"{res.note}; {new_topic_note}" if res.note else new_topic_note
     return res
+
+
+_LEASES = re.compile(r"over (\d+) lease\(s\)")
+
+
+def k2k_leases(log: Path) -> int | None:
+    """How many leases ``k2k start`` ran, from the summary line it logs when it stops (None:
+    not a k2k log, or no summary)."""
+    try:
+        found = _LEASES.findall(log.read_text(errors="replace"))
+    except OSError:
+        return None
+    return int(found[-1]) if found else None
+
+
+# -- W3, many partitions (bench/w3.py) ------------------------------------------------------
+
+
+@dataclass
+class W3Source:
+    """The W3 catch-up backlog on the source: its topics, their end offsets and, computed
+    once per timestamp choice, the digests every copy is compared with."""
+
+    prefix: str
+    topics: list[str]
+    ends: dict[tuple[str, int], int]
+    partitions: int
+    digests: dict[bool, Digests] = dataclasses.field(default_factory=dict)
+
+    def digest(self, bootstrap: str, with_ts: bool) -> Digests:
+        if with_ts not in self.digests:
+            self.digests[with_ts] = digest_many(bootstrap, self.topics, self.partitions, with_ts)
+        return self.digests[with_ts]
+
+
+def load_w3(env: Env, many: ManyTopics) -> W3Source:
+    """Create W3's source topics (in batches) and load the catch-up backlog into them."""
+    prefix = f"w3-{uuid.uuid4().hex[:6]}-"
+    topics = many.names(prefix)
+    t0 = time.monotonic()
+    create_topics(env.source, topics, many.partitions)
+    created = time.monotonic() - t0
+    took = load(env.source, topics, many.partitions, many.per_partition, many.value_size)
+    ends = end_offsets_many(AdminClient({"bootstrap.servers": env.source}), topics, many.partitions)
+    short = [tp for tp in ends if ends[tp] != many.per_partition]
+    if len(ends) != many.topics * many.partitions or short:
+        raise RuntimeError(f"W3 source not loaded as planned: {len(short)} partitions differ")
+    print(
+        f"  created {many.topics:,} topics x {many.partitions} partitions ({prefix}*) on the "
+        f"source in {created:.1f} s, {ADMIN_BATCH} per request; loaded {many.records:,} x "
+        f"{many.value_size} B in {took:.1f} s",
+        flush=True,
+    )
+    return W3Source(prefix, topics, ends, many.partitions)
+
+
+def drop_topics(env: Env, bootstrap: str, topics: list[str]) -> None:
+    """Delete ``topics`` in batches (unless ``--keep-data``); on the embedded target, wait
+    until their files are gone (:func:`drop_topic` says why)."""
+    if env.keep_data or not topics:
+        return
+    if STOPPING.is_set() and env.broker_pids:
+        return  # the run is ending: the embedded brokers' data goes with them
+    for problem in delete_topics(bootstrap, topics)[:3]:
+        print(f"  {problem}", flush=True)
+    data = env.target_data if bootstrap == env.target else None
+    if data is not None and not wait_files_gone(data, topics):
+        print(f"  the target still holds files of deleted topics ({topics[0]}...)", flush=True)
+
+
+def run_w3_catch_up(
+    c: Contender, many: ManyTopics, src: W3Source, env: Env, limit: float
+) -> Result:
+    """One W3 catch-up by ``c``: every partition of every ``src`` topic copied; times from
+    process start to the first and to the last record read on the target
+    (:class:`bench.w3.ManyReader`), CPU and memory as in W1."""
+    run = uuid.uuid4().hex[:6]
+    ctx = Ctx(
+        env.source,
+        env.target,
+        src.prefix,
+        c.dest_topic(src.prefix, run),
+        many.partitions,
+        False,
+        run,
+        env.scratch(run),
+        records=many.records,
+        value_size=many.value_size,
+        prefix=True,
+        topics=tuple(src.topics),
+        topic_ends=src.ends,
+    )
+    dests = [c.dest_topic(t, run) for t in src.topics]
+    want = {
+        (i, p): src.ends[(t, p)] for i, t in enumerate(src.topics) for p in range(many.partitions)
+    }
+    res = Result(c.name, c.guarantee, many.catch_up_name, many.records, many.value_size)
+    reader = ManyReader(env.target, dests, many.partitions, c.keeps_timestamps, f"bench-w3-{run}")
+    settle_disk()
+    started = time.monotonic()
+    clock = cpu_clock()
+    monitor = Monitor(ctx.procs)
+    try:
+        c.start(ctx)
+        monitor.start()
+        ended_at = None
+        while time.monotonic() - started < limit:
+            reader.poll(0.1)
+            if ended_at is None and ctx.procs and all(p.poll() is not None for p in ctx.procs):
+                ended_at = time.monotonic()  # what it wrote may still be on its way
+            if reader.reached(want):
+                break
+            if ended_at is not None and time.monotonic() - ended_at > 10:
+                res.note = "exited early"
+                break
+        else:
+            res.note = "timed out"
+        if reader.reached(want) and c.exits_when_done:
+            for p in ctx.procs:  # its own exit belongs to its wall time
+                p.wait(max(1.0, limit - (time.monotonic() - started)))
+    finally:
+        monitor.sample()
+        stop_processes(ctx.procs, c.name)
+        monitor.stop()
+        reader.close()
+    res.wall = time.monotonic() - started
+    res.cpu_s = monitor.cpu_s()
+    res.steal_pct = steal_pct(clock)
+    res.peak_rss_mb = monitor.peak_rss / 2**20
+    if reader.first_at is not None and reader.last_at is not None and reader.reached(want):
+        res.first_s, res.all_s = reader.first_at - started, reader.last_at - started
+        res.seconds = reader.last_at - reader.first_at
+        res.copy_cpu_s = monitor.cpu_at(reader.last_at) - monitor.cpu_at(reader.first_at)
+    if ended_at is not None and reader.last_at is not None and reader.last_at - ended_at > 0.5:
+        # A contender that exits when done (the bare loop) had written everything: a reader
+        # still reading then measures itself, not the copy.
+        late = f"the reader was done {reader.last_at - ended_at:.1f} s after the contender exited"
+        res.note = f"{res.note}; {late}" if res.note else late
+    got, expected = reader.digests(), src.digest(env.source, c.keeps_timestamps)
+    res.complete = got == expected
+    if not res.complete:
+        have = sum(n for n, _ in got.values())
+        why = (
+            f"INCOMPLETE: {have:,} of {many.records:,} records"
+            if have != many.records
+            else f"DIFFERENT content in {sum(got.get(k) != v for k, v in expected.items())} partitions"
+        )
+        res.note = f"{why}; {res.note}" if res.note else why
+    drop_topics(env, env.target, dests)
+    return res
+
+
+def run_w3_steady(c: Contender, many: ManyTopics, env: Env, limit: float) -> Result:
+    """One W3 steady window of ``c``: fresh source topics (created in batches), the
+    contender copying all of them, a paced writer over every partition, the latency probe on
+    every target partition; both sides' topics are deleted afterwards."""
+    run = uuid.uuid4().hex[:6]
+    prefix = f"w3s-{run}-"
+    topics = many.names(prefix)
+    create_topics(env.source, topics, many.partitions)
+    ctx = Ctx(
+        env.source,
+        env.target,
+        prefix,
+        c.dest_topic(prefix, run),
+        many.partitions,
+        True,
+        run,
+        env.scratch(run),
+        value_size=many.value_size,
+        prefix=True,
+        topics=tuple(topics),
+    )
+    dests = [c.dest_topic(t, run) for t in topics]
+    expect = int(many.rate * many.seconds)
+    res = Result(c.name, c.guarantee, many.steady_name, expect, many.value_size)
+    writer = PacedWriter(env.source, topics, many.partitions, many.value_size)
+    admin = AdminClient({"bootstrap.servers": env.target})
+    monitor = Monitor(ctx.procs)
+    out = ctx.tmp / "latency.json"
+    probe = None
+    started = time.monotonic()
+    try:
+        c.start(ctx)
+        monitor.start()
+        # Ready once a warm-up record reached every target partition: all topics created,
+        # every partition assigned and copying.
+        writer.warmup()
+        while True:
+            ends = end_offsets_many(admin, dests, many.partitions)
+            if len(ends) == len(dests) * many.partitions and all(ends.values()):
+                break
+            if time.monotonic() - started > limit or all(p.poll() is not None for p in ctx.procs):
+                res.note = (
+                    f"never became ready ({sum(v > 0 for v in ends.values()):,} partitions copying)"
+                )
+                return res
+            time.sleep(1)  # readiness is polled; the warm-up records are already written
+        probe = start_probe(env, dests, expect, out, many.seconds + 120, many.partitions)
+        while not out.with_suffix(".ready").exists():
+            if time.monotonic() - started > limit or probe.poll() is not None:
+                res.note = "latency probe never became ready"
+                return res
+            time.sleep(0.2)  # the probe reads the warm-up records already on the target
+        writer.run(many.rate, many.warmup_s, WARMUP)
+        monitor.sample()
+        cpu0, jit0, clock = monitor.cpu_s(), jit_cpu_s(env.broker_pids), cpu_clock()
+        writer.run(many.rate, many.seconds)
+        probe.wait(many.seconds + 180)
+        monitor.sample()
+        res.cpu_s = monitor.cpu_s() - cpu0
+        res.steal_pct = steal_pct(clock)
+        res.jit_s = jit_cpu_s(env.broker_pids) - jit0 if env.broker_pids else None
+        res.seconds = many.seconds
+    finally:
+        if probe is not None and probe.poll() is None:
+            probe.kill()
+        stop_processes(ctx.procs, c.name)
+        monitor.stop()
+        res.wall = time.monotonic() - started
+        res.peak_rss_mb = monitor.peak_rss / 2**20
+        drop_topics(env, env.target, dests)
+        drop_topics(env, env.source, topics)
+    figures = latency_figures(env, res, out)
+    received, dups = figures.get("received", 0), figures.get("duplicates", 0)
+    res.complete = received == expect
+    if not res.complete:
+        res.note = f"INCOMPLETE: {received:,} of {expect:,} measured records seen"
+    elif dups:
+        res.note = f"{dups} duplicates"
+    return res
+
+
+def alternating(chosen: list[Contender], rounds: int) -> list[Contender]:
+    """``rounds`` runs of each of ``chosen``, every other round in reverse order
+    (:func:`backlog_order` says why)."""
+    return [c for i in range(rounds) for c in (chosen if i % 2 == 0 else chosen[::-1])]
+
+
+def run_w3(
+    args: argparse.Namespace, plan: Plan, chosen: list[Contender], env: Env, results: list[Result]
+) -> None:
+    """W3: the catch-up (an unmeasured warm-up round, then ``plan.rounds`` rounds) unless
+    ``--skip-backlog``, then the steady windows (``plan.rounds`` per contender) unless
+    ``--skip-steady``; each result appended to ``results`` and printed."""
+    many = plan.many
+    assert many is not None
+    capable = [c for c in chosen if c.prefix_capable]
+    if not args.skip_backlog:
+        src = load_w3(env, many)
+        try:
+            for c in alternating([c for c in capable if c.backlog_capable], 1):
+                r = run_w3_catch_up(c, many, src, env, args.timeout)
+                print(f"  {_w3_line(r)}  warm-up, not counted", flush=True)
+            for c in alternating([c for c in capable if c.backlog_capable], plan.rounds):
+                r = run_w3_catch_up(c, many, src, env, args.timeout)
+                results.append(r)
+                print(f"  {_w3_line(r)}", flush=True)
+        finally:
+            drop_topics(env, env.source, src.topics)
+    if args.skip_steady:
+        return
+    for c in alternating([c for c in capable if c.steady_capable], plan.rounds):
+        r = run_w3_steady(c, many, env, args.timeout)
+        results.append(r)
+        print(f"  {_w3_line(r)}", flush=True)
+
+
+def _w3_line(r: Result) -> str:
+    """The progress line of a W3 run (catch-up figures, or steady latencies)."""
+    if r.workload.startswith("W3-steady"):
+        figures = (
+            f"p50 {_ms(r.p50_ms):>6} ms  p99 {_ms(r.p99_ms):>6} ms  "
+            f"p99.9 {_ms(r.p999_ms):>6} ms  max {_ms(r.max_ms):>6} ms"
+        )
+    else:
+        figures = (
+            f"first record {_s(r.first_s):>6} s  {r.rate:>9,.0f} records/s  "
+            f"all copied {_s(r.all_s):>6} s"
+        )
+    return f"{r.contender:32} {r.workload}  {figures}  steal {_pct(r.steal_pct):>3} %  {_verdict(r, 'complete')}"
 
 
 # -- report -------------------------------------------------------------------------------
@@ -806,6 +1191,10 @@ def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v:,.0f}"
 
 
+def _s(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.1f}"
+
+
 def table(results: list[Result]) -> str:
     lines = [
         "| contender | guarantee | workload | records | records/s | MB/s | p50 ms | p99 ms "
@@ -822,6 +1211,99 @@ def table(results: list[Result]) -> str:
             f"| {r.cpu_s:.1f} | {_cpu(r.copy_cpu_s)} | {r.peak_rss_mb:,.0f} | {_pct(r.steal_pct)} | {_verdict(r, 'yes')} |"
         )
     return "\n".join(lines)
+
+
+def tails_table(results: list[Result]) -> str:
+    """W3 and the long W2: time to the first and to the last record, catch-up throughput,
+    and the latency tail (empty when neither ran)."""
+    rows = [r for r in results if r.workload.startswith(("W3", "W2-long"))]
+    if not rows:
+        return ""
+    lines = [
+        "| contender | guarantee | workload | records | first record s | all copied s "
+        "| records/s | p50 ms | p99 ms | p99.9 ms | max ms | CPU s | peak RSS MB | steal % "
+        "| complete |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        rate = f"{r.rate:,.0f}" if r.all_s is not None else "-"
+        lines.append(
+            f"| {r.contender} | {r.guarantee} | {r.workload} | {r.records:,} | {_s(r.first_s)} "
+            f"| {_s(r.all_s)} | {rate} | {_ms(r.p50_ms)} | {_ms(r.p99_ms)} | {_ms(r.p999_ms)} "
+            f"| {_ms(r.max_ms)} | {r.cpu_s:.1f} | {r.peak_rss_mb:,.0f} | {_pct(r.steal_pct)} "
+            f"| {_verdict(r, 'yes')} |"
+        )
+    return "\n".join(lines)
+
+
+#: The W3 and long W2 summary lines: (label, contender, the contender it is compared with).
+_TAIL_COMPARISONS = (
+    ("k2k at-least-once vs bare librdkafka loop", K2KAtLeastOnce.name, BareLoop.name),
+    ("k2k exactly-once vs bare librdkafka loop", K2KExactlyOnce.name, BareLoop.name),
+    (
+        "k2k at-least-once vs MirrorMaker 2 at-least-once",
+        K2KAtLeastOnce.name,
+        MirrorMaker2AtLeastOnce.name,
+    ),
+    (
+        "k2k exactly-once vs MirrorMaker 2 exactly-once",
+        K2KExactlyOnce.name,
+        MirrorMaker2ExactlyOnce.name,
+    ),
+    (
+        "k2k exactly-once vs MirrorMaker 2 at-least-once",
+        K2KExactlyOnce.name,
+        MirrorMaker2AtLeastOnce.name,
+    ),
+)
+
+
+def tail_ratios(results: list[Result]) -> list[str]:
+    """The W3 and long W2 summary lines, of medians of complete runs: catch-up throughput
+    and times from start, steady p50/p99 (and p99.9/max), each pair of :data:`_TAIL_COMPARISONS`
+    that both ran. The issue's targets: k2k within 10 % of the bare loop on W3 throughput and
+    p99, ahead of MirrorMaker 2 on both; in the long W2, k2k's p99.9 at most MirrorMaker 2's."""
+    runs: dict[tuple[str, str], list[Result]] = {}
+    for r in results:
+        if r.complete and r.workload.startswith(("W3", "W2-long")):
+            runs.setdefault((r.contender, r.workload), []).append(r)
+
+    def median(rs: list[Result], field: str) -> float | None:
+        values = [getattr(r, field) for r in rs if getattr(r, field) is not None]
+        return statistics.median(values) if values else None
+
+    out = []
+    for w in sorted({w for _, w in runs}):
+        for label, a, b in _TAIL_COMPARISONS:
+            ra, rb = runs.get((a, w)), runs.get((b, w))
+            if not ra or not rb:
+                continue
+            n = min(len(ra), len(rb))
+            medians = f" (medians of {n} runs each)" if n > 1 else ""
+            if w.startswith("W3-catch-up"):
+                ta, tb = (
+                    statistics.median(r.rate for r in ra),
+                    statistics.median(r.rate for r in rb),
+                )
+                parts = [f"throughput {ta:,.0f} vs {tb:,.0f} records/s ({ta / tb:.0%})"]
+                for word, field in (("first record", "first_s"), ("all copied", "all_s")):
+                    fa, fb = median(ra, field), median(rb, field)
+                    if fa is not None and fb is not None:
+                        parts.append(f"{word} {fa:.1f} vs {fb:.1f} s")
+            else:
+                fields = [("p50", "p50_ms"), ("p99", "p99_ms")]
+                if w.startswith("W2-long"):
+                    fields += [("p99.9", "p999_ms"), ("max", "max_ms")]
+                else:
+                    fields += [("max", "max_ms")]
+                parts = []
+                for word, field in fields:
+                    fa, fb = median(ra, field), median(rb, field)
+                    if fa is not None and fb is not None:
+                        ratio = f" ({fa / fb:.0%})" if fb else ""
+                        parts.append(f"{word} {fa:,.0f} vs {fb:,.0f} ms{ratio}")
+            out.append(f"{w}, {label}: {'; '.join(parts)}{medians}")
+    return out
 
 
 def warm_up_round(
@@ -967,14 +1449,18 @@ class Env:
 def run_workloads(
     args: argparse.Namespace, plan: Plan, chosen: list[Contender], env: Env, results: list[Result]
 ) -> None:
-    """Warm up, then every backlog and steady run of ``plan``; each result is appended to
-    ``results`` (and printed) as soon as it is known."""
+    """Warm up, then every backlog and steady run of ``plan`` (or W3's); each result is
+    appended to ``results`` (and printed) as soon as it is known."""
     warm = Backlog("warmup", plan.warmup_records, 100)
     ends = preload(env.source, warm.topic, warm.records, warm.value_size)
     run_backlog(BareLoop(), warm, env, ends, args.timeout)  # unmeasured: JIT warm-up
+    if plan.many is not None:
+        run_w3(args, plan, chosen, env, results)  # its own warm-up round
+        return
     # Before W1, each exactly-once contender's own warm-up copy (warm_up_round) warms the
     # transaction paths; without W1, nothing else does before the W2 warm-up.
-    if args.skip_backlog and any(c.guarantee == "exactly-once" for c in chosen):
+    no_w1 = args.skip_backlog or not plan.backlog
+    if no_w1 and any(c.guarantee == "exactly-once" for c in chosen):
         warm_transactions(env.target, TXN_WARMUP_S)
         # Unmeasured: large transactions over every partition, as exactly-once copies write.
         run_backlog(BareLoopTransactional(), warm, env, ends, args.timeout)
@@ -1014,12 +1500,20 @@ def run_workloads(
                 continue
             r = run_steady(c, s, env)
             results.append(r)
+            tails = (
+                f"p99.9 {_ms(r.p999_ms):>6} ms  max {_ms(r.max_ms):>6} ms  "
+                if s.new_topic_at_s is not None
+                else ""
+            )
             print(
                 f"  {r.contender:32} {s.name:8} p50 {_ms(r.p50_ms):>6} ms  "
-                f"p99 {_ms(r.p99_ms):>6} ms  brokers' JIT {_jit(r):>5} CPU s  "
+                f"p99 {_ms(r.p99_ms):>6} ms  {tails}brokers' JIT {_jit(r):>5} CPU s  "
                 f"steal {_pct(r.steal_pct):>3} %  {_verdict(r, 'complete')}",
                 flush=True,
             )
+            if s.new_topic_at_s is not None:
+                for line in per_10s_lines(r.per_10s_max_ms):
+                    print(f"    {line}", flush=True)
 
 
 def stop_brokers(pair: ClusterPair | None, tmp: Path, *, keep_data: bool, say: bool) -> None:
@@ -1078,9 +1572,9 @@ def parser() -> argparse.ArgumentParser:
         "--rounds",
         type=int,
         metavar="N",
-        help="W1: copy each workload N times per contender, in alternating order, and compare "
-        "the median figures (one 1 KB copy lasts under 10 s, and single runs swing by 20 %%); "
-        "default 1, with --quick 2",
+        help="W1 and W3: copy each workload N times per contender (W3: and N steady windows), "
+        "in alternating order, and compare the median figures (one 1 KB copy lasts under "
+        "10 s, and single runs swing by 20 %%); default 1, with --quick 2",
     )
     ap.add_argument(
         "--workloads",
@@ -1106,7 +1600,74 @@ def parser() -> argparse.ArgumentParser:
         help="keep every W1 copy's target topic (deleted once checked, by default) and the "
         "embedded brokers' data (deleted once the brokers stop) in the scratch directory",
     )
+    ap.add_argument(
+        "--broker-heap",
+        metavar="SIZE",
+        help=f"the embedded brokers' heap (-Xmx), default {BROKER_HEAP}, with --w3 "
+        f"{W3_BROKER_HEAP}: a 512 MB broker ran out of memory near 13,000 partitions",
+    )
+    w3 = ap.add_argument_group(
+        "W3, many partitions (bench/w3.py)",
+        "--w3 runs W3 instead of W1 and W2: a catch-up (--skip-steady: only it) and a steady "
+        "window (--skip-backlog: only it), --rounds times each per contender, by default for "
+        f"{','.join(QUICK_CONTENDERS)}",
+    )
+    w3.add_argument("--w3", action="store_true", help="run W3 instead of W1 and W2")
+    shape = ManyTopics()
+    for flag, value, text in (
+        ("--w3-topics", shape.topics, "topics"),
+        ("--w3-partitions", shape.partitions, "partitions per topic"),
+        ("--w3-backlog", shape.per_partition, "catch-up records per partition"),
+        ("--w3-rate", shape.rate, "steady records/s over all partitions"),
+        ("--w3-seconds", shape.seconds, "the steady window, s"),
+        ("--w3-warmup", shape.warmup_s, "the steady rate before the window, unmeasured, s"),
+    ):
+        w3.add_argument(flag, type=type(value), metavar="N", help=f"{text} (default {value:g})")
+    long = ap.add_argument_group(
+        "the long W2 (bench/long_w2.py)",
+        "--long-w2 runs one long W2 window instead of W1 and W2, by default for "
+        f"{','.join(LONG_CONTENDERS)}: p50/p99/p99.9/max and the per-10-s maxima, across "
+        "k2k's lease boundaries and the discovery of a topic created mid-window",
+    )
+    long.add_argument("--long-w2", action="store_true", help="run the long W2 instead")
+    long.add_argument(
+        "--long-rate", type=int, default=5000, metavar="N", help="records/s (default %(default)s)"
+    )
+    long.add_argument(
+        "--long-seconds",
+        type=float,
+        metavar="S",
+        help="the window (default 3.4 lease durations: 17 minutes at k2k's default lease)",
+    )
+    long.add_argument(
+        "--new-topic-at",
+        type=float,
+        metavar="S",
+        help="when the new topic is created, s into the window (default two lease durations)",
+    )
+    long.add_argument(
+        "--lease-duration",
+        metavar="DURATION",
+        help=f"k2k's spark.leaseDuration, e.g. '20 seconds' for a smoke run (default k2k's, "
+        f"{_duration(DEFAULT_LEASE)}); any mode",
+    )
+    long.add_argument(
+        "--discovery-interval",
+        metavar="DURATION",
+        help="k2k's replication source discoveryInterval, and in the long W2 also MirrorMaker "
+        f"2's refresh.topics.interval.seconds (default k2k's, {_duration(DEFAULT_DISCOVERY)})",
+    )
     return ap
+
+
+def _duration(d: timedelta) -> str:
+    """A duration as k2k writes one.
+
+    >>> _duration(timedelta(minutes=5)), _duration(timedelta(seconds=30))
+    ('5 minutes', '30 seconds')
+    """
+    seconds = d.total_seconds()
+    return f"{seconds / 60:g} minutes" if seconds % 60 == 0 else f"{seconds:g} seconds"
 
 
 def chosen_and_plan(
@@ -1118,12 +1679,31 @@ def chosen_and_plan(
         ap.error(f"--rounds: expected a whole number of at least 1, got {args.rounds}")
     if args.records is not None and args.records < 1:
         ap.error(f"--records: expected a whole number of at least 1, got {args.records}")
-    only = args.only or ",".join(QUICK_CONTENDERS if args.quick else keys)
+    if args.w3 and args.long_w2:
+        ap.error("--w3 and --long-w2: one at a time")
+    if (args.w3 or args.long_w2) and (args.quick or args.workloads or args.records):
+        ap.error("--w3 and --long-w2 take no --quick, --workloads or --records")
+    for flag in ("lease_duration", "discovery_interval"):
+        value = getattr(args, flag)
+        if value is not None:
+            try:
+                parse_duration(value)
+            except ValueError as exc:
+                ap.error(f"--{flag.replace('_', '-')}: {exc}, got {value!r} (e.g. '20 seconds')")
+    default = LONG_CONTENDERS if args.long_w2 else QUICK_CONTENDERS
+    only = args.only or ",".join(default if args.quick or args.w3 or args.long_w2 else keys)
     wanted = [k.strip() for k in only.split(",") if k.strip()]
     unknown = sorted(set(wanted) - set(keys))
     if unknown:
         ap.error(f"--only: unknown contender(s) {', '.join(unknown)}; known: {', '.join(keys)}")
-    chosen = [cls() for cls in CONTENDERS if cls.key in wanted]
+    chosen = [contender(cls, args) for cls in CONTENDERS if cls.key in wanted]
+    unfit = [c.key for c in chosen if not c.prefix_capable]
+    if unfit and (args.w3 or args.long_w2):
+        ap.error(f"--only: {', '.join(unfit)} cannot copy many topics (--w3, --long-w2)")
+    if args.w3:
+        return chosen, w3_plan(ap, args)
+    if args.long_w2:
+        return chosen, long_w2_plan(ap, args)
     plan = QUICK if args.quick else FULL
     if args.rounds is not None:
         plan = dataclasses.replace(plan, rounds=args.rounds)
@@ -1143,15 +1723,57 @@ def chosen_and_plan(
     return chosen, plan
 
 
-def embedded_pair(tmp: Path) -> ClusterPair:
+def contender(cls: type[Contender], args: argparse.Namespace) -> Contender:
+    """A contender of ``cls`` with the settings the arguments ask for: k2k's lease and
+    discovery; in the long W2, MirrorMaker 2's topic refresh at k2k's discovery interval."""
+    if issubclass(cls, K2KAtLeastOnce):
+        return cls(args.lease_duration, args.discovery_interval)
+    if issubclass(cls, MirrorMaker2AtLeastOnce) and args.long_w2:
+        discovery = DEFAULT_DISCOVERY
+        if args.discovery_interval is not None:
+            discovery = parse_duration(args.discovery_interval)
+        return cls(max(1, round(discovery.total_seconds())))
+    return cls()
+
+
+def w3_plan(ap: argparse.ArgumentParser, args: argparse.Namespace) -> Plan:
+    """The plan of ``--w3`` (argument errors exit here)."""
+    given = {
+        "topics": args.w3_topics,
+        "partitions": args.w3_partitions,
+        "per_partition": args.w3_backlog,
+        "rate": args.w3_rate,
+        "seconds": args.w3_seconds,
+        "warmup_s": args.w3_warmup,
+    }
+    many = ManyTopics(**{k: v for k, v in given.items() if v is not None})
+    if min(many.topics, many.partitions, many.per_partition, many.rate) < 1:
+        ap.error(f"--w3-*: sizes and the rate must be at least 1, got {many}")
+    return Plan((), (), QUICK.warmup_records, 0, rounds=args.rounds or 1, many=many)
+
+
+def long_w2_plan(ap: argparse.ArgumentParser, args: argparse.Namespace) -> Plan:
+    """The plan of ``--long-w2``: one window, its length and the new topic's time derived from
+    k2k's lease duration unless given (argument errors exit here)."""
+    lease = DEFAULT_LEASE if args.lease_duration is None else parse_duration(args.lease_duration)
+    seconds = args.long_seconds or window_s(lease)
+    at = new_topic_at_s(lease) if args.new_topic_at is None else args.new_topic_at
+    if not 0 <= at < seconds:
+        ap.error(f"--new-topic-at: must fall inside the {seconds:g} s window, got {at:g}")
+    steady = Steady(args.long_rate, seconds, 15, new_topic_at_s=at)
+    return Plan((), (steady,), QUICK.warmup_records, FULL.steady_warmup_s)
+
+
+def embedded_pair(tmp: Path, heap: str = BROKER_HEAP) -> ClusterPair:
     """The source and target brokers, started here and owned by this process: a run killed
     outright takes them with it. Full JIT (the test default stops at C1 for faster
-    start-up) and 1 GiB heaps: production-like brokers, not test ones."""
+    start-up) and 1 GiB heaps (``--broker-heap``; 2 GiB for W3): production-like brokers,
+    not test ones."""
     return start_pair(
         tmp / "clusters",
         free_port(),
         free_port(),
-        heap="1g",
+        heap=heap,
         jvm_options=(),
         owner_pid=os.getpid(),
         # A deleted copy's files go at once (see drop_topic), not a minute later.
@@ -1189,7 +1811,8 @@ def main() -> None:
         if args.clusters:
             env = Env(*args.clusters.split(",", 1), tmp, keep_data=args.keep_data)
         else:
-            pair = embedded_pair(tmp)
+            heap = args.broker_heap or (W3_BROKER_HEAP if args.w3 else BROKER_HEAP)
+            pair = embedded_pair(tmp, heap)
             env = embedded_env(args, pair, tmp)
         run_workloads(args, plan, chosen, env, results)
         ended = True
@@ -1204,8 +1827,12 @@ def main() -> None:
                 print(f"  stopped {what}", flush=True)
     print()
     print(table(results))
+    tails = tails_table(results)
+    if tails:
+        print()
+        print(tails)
     print()
-    for line in ratios(results):
+    for line in ratios(results) + tail_ratios(results):
         print(line)
 
 

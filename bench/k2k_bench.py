@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import threading
 import time
@@ -50,15 +51,42 @@ _SPARK_ONCE = (
 
 
 class K2KAtLeastOnce(Contender):
-    """Default settings: commit batches of 1000 records or 2 seconds."""
+    """Default settings: commit batches of 1000 records or 2 seconds.
+
+    :param lease_duration: ``spark.leaseDuration`` as k2k reads it (e.g. "1 minute"); None:
+        k2k's default (the long W2 sets it shorter for a smoke run).
+    :param discovery_interval: ``replication[0].source.discoveryInterval``; None: k2k's
+        default.
+    """
 
     key = "k2k"
     name = "k2k at-least-once"
     exits_when_done = True
+    prefix_capable = True
     features: ClassVar[dict[str, Any]] = {}
     commit: ClassVar[dict[str, Any]] = {}
 
+    def __init__(
+        self, lease_duration: str | None = None, discovery_interval: str | None = None
+    ) -> None:
+        self.lease_duration = lease_duration
+        self.discovery_interval = discovery_interval
+
     def pipeline(self, ctx: Ctx) -> dict[str, Any]:
+        source: dict[str, Any] = {"topic": [ctx.topic]}
+        sink: dict[str, Any] = {"topic": {"map": {ctx.topic: ctx.dest}}, "partition": "source"}
+        if ctx.prefix:
+            # Every topic starting with the prefix, now or later, to dest_topic(name, run).
+            suffix = self.dest_topic("", ctx.run)
+            if self.dest_topic(ctx.topic, ctx.run) != ctx.topic + suffix:
+                raise ValueError(f"{self.name}: its target topic names are not name + suffix")
+            source = {"topic": re.escape(ctx.topic) + ".*"}
+            sink = {"topic": {"suffix": suffix}, "partition": "source"}
+        if self.discovery_interval is not None:
+            source["discoveryInterval"] = self.discovery_interval
+        spark: dict[str, Any] = {"master": "local[2]"}
+        if self.lease_duration is not None:
+            spark["leaseDuration"] = self.lease_duration
         return {
             "name": f"bench-{uuid.uuid4().hex[:8]}",
             "features": {
@@ -69,11 +97,8 @@ class K2KAtLeastOnce(Contender):
             },
             "source": {"kafka": {"common": {"bootstrap.servers": ctx.source}}},
             "target": {"kafka": {"common": {"bootstrap.servers": ctx.target}}},
-            "replication": [
-                {"source": {"topic": [ctx.topic]}},
-                {"sink": {"topic": {"map": {ctx.topic: ctx.dest}}, "partition": "source"}},
-            ],
-            "spark": {"master": "local[2]"},
+            "replication": [{"source": source}, {"sink": sink}],
+            "spark": spark,
             "coordination": {"commit": self.commit},
             "offsetMapping": {"topic": f"__k2k_offset_mappings-{ctx.dest}"},
         }
@@ -187,6 +212,7 @@ class K2KFromMM2File(K2KAtLeastOnce):
 
     key = "k2k-mm2"
     name = "k2k from MM2's file, at-least-once"
+    prefix_capable = False  # its topics are MM2's file's
     mm2: ClassVar[type[MirrorMaker2AtLeastOnce]] = MirrorMaker2AtLeastOnce
 
     def dest_topic(self, topic: str, run: str) -> str:

@@ -182,11 +182,21 @@ def java_command(libs: Path, config: Path, log4j2: Path) -> list[str]:
 
 # -- contenders ------------------------------------------------------------------------------
 class MirrorMaker2AtLeastOnce(Contender):
-    """MM2 dedicated mode, one flow source->target, one task per partition."""
+    """MM2 dedicated mode, one flow source->target, one task per partition (of one topic:
+    ``tasks.max`` is the partition count of a topic, also when a run copies many).
+
+    :param refresh_topics_s: ``refresh.topics.interval.seconds`` of the flow, appended to the
+        template's settings; None: MM2's default (10 minutes). The long W2 sets it to k2k's
+        discovery interval, so that both find the topic it creates mid-run in the window.
+    """
 
     key = "mm2"
     name = "MirrorMaker 2 at-least-once"
     template: ClassVar[str] = "mm2-at-least-once.properties"
+    prefix_capable = True
+
+    def __init__(self, refresh_topics_s: int | None = None) -> None:
+        self.refresh_topics_s = refresh_topics_s
 
     def setup(self) -> None:
         """Fetch the MM2 jars before any cluster starts (a cold Maven cache takes a while)."""
@@ -208,10 +218,23 @@ class MirrorMaker2AtLeastOnce(Contender):
             "target.alias": TARGET_ALIAS,
             "source.bootstrap": ctx.source,
             "target.bootstrap": ctx.target,
-            "topics": topic_regex(ctx.topic),
+            # With ctx.prefix: every topic that starts with it (a Java regex, escaped).
+            "topics": topic_regex(ctx.topic) + (".*" if ctx.prefix else ""),
             "tasks.max": str(ctx.partitions),
             "run": ctx.run,
         }
+
+    def render(self, ctx: Ctx) -> str:
+        """The run's properties file: the template filled in, plus the topic refresh
+        interval when one is set."""
+        text = render_config(HERE / self.template, self.config_values(ctx))
+        if self.refresh_topics_s is not None:
+            flow = f"{self.source_alias(ctx.run)}->{TARGET_ALIAS}"
+            text += (
+                "\n# -- set by the harness (bench/mm2.py) --\n"
+                f"{flow}.refresh.topics.interval.seconds = {self.refresh_topics_s}\n"
+            )
+        return text
 
     def start(self, ctx: Ctx) -> None:
         """Write the run's config and log4j2 files into ``ctx.tmp`` and start the MM2 JVM."""
@@ -221,7 +244,7 @@ class MirrorMaker2AtLeastOnce(Contender):
         libs = ensure_mm2_installed()
         ctx.tmp.mkdir(parents=True, exist_ok=True)
         config = ctx.tmp / f"mm2-{ctx.run}.properties"
-        config.write_text(render_config(HERE / self.template, self.config_values(ctx)))
+        config.write_text(self.render(ctx))
         log4j2 = ctx.tmp / "mm2-log4j2.properties"
         log4j2.write_text(LOG4J2_PROPERTIES)
         with open(ctx.tmp / f"mm2-{ctx.run}.log", "wb") as log:  # the child keeps its own fd
