@@ -104,6 +104,8 @@ class RecordCopier:
         if self.marker is not None:
             kept = self.marker.unmarked(msgs)
             skipped = len(msgs) - len(kept)
+            if skipped:
+                self._read_past(msgs)  # the next commit point moves past what was skipped
             msgs = kept
         n = len(msgs)
         i = records = acks = 0
@@ -136,6 +138,15 @@ class RecordCopier:
         if records or skipped:
             self.skipped += skipped
             strategy.produced(records + skipped, acks)
+
+    def _read_past(self, msgs: Sequence[Message]) -> None:
+        """Mark the partitions of ``msgs`` read (bidirectional replication skips some)."""
+        touched, at_end = self._touched, self._at_end
+        for m in msgs:
+            if m.error() is None:
+                key = (m.topic() or "", m.partition() or 0)
+                touched.add(key)
+                at_end.discard(key)
 
     def _run_end(self, msgs: Sequence[Message], i: int, part: int, topic: str) -> int:
         """The end (exclusive) of the run of ``topic[part]`` that starts at ``msgs[i]``."""
