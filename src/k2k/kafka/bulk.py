@@ -5,9 +5,12 @@ One request per topic makes a pipeline of many topics wait on as many round trip
 per request, so no request grows without bound), sends every chunk before it waits for
 any answer, and then sends again only the keys whose answer was retriable
 (:func:`k2k.kafka.faults.classify` says ``RETRY``: no leader yet, a controller busy or
-moving, a coordinator still loading), with a growing pause between rounds, until the
-caller's time is up. Keys answered with an error that is final (or still retriable when the
-time is up) come back in :attr:`Answers.errors`; the caller decides what each means.
+moving, a coordinator still loading), with a growing pause between rounds. The caller's
+time counts from the last round that got an answer: a cluster that settles partition by
+partition (a busy broker creating the logs of a large topic) is waited for as long as it
+makes progress, one that answers nothing new for that long is not. Keys answered with an
+error that is final (or still retriable when the time is up) come back in
+:attr:`Answers.errors`; the caller decides what each means.
 
 Invariants: every key asked is in exactly one of ``values`` and ``errors``; a key is sent
 again only while its last answer was retriable and time is left.
@@ -112,29 +115,34 @@ def ask(
     answers: Collection[int] = (),
     settling: Collection[int] = (),
     retry: bool = True,
+    backoff: Backoff | None = None,
 ) -> Answers[K, Any]:
     """Ask about every key of ``keys`` in chunks of ``chunk``, all chunks sent before any
-    answer is awaited; retry the retriable answers until ``timeout_s`` is over.
+    answer is awaited; retry the retriable answers until ``timeout_s`` passed without a
+    round that answered one more key.
 
     ``answers``: error codes that are an answer (e.g. "already exists"), never retried;
     ``settling``: codes retried besides the transient ones, because the caller knows the
-    keys exist (e.g. unknown topic right after its creation); ``retry`` False asks once.
-    ``doing`` names the request in the log line of the first retry."""
+    keys exist (e.g. unknown topic right after its creation); ``retry`` False asks once;
+    ``backoff``: the pauses between rounds. ``doing`` names the request in the log line of
+    the first retry."""
     deadline = time.monotonic() + timeout_s
     pending = list(dict.fromkeys(keys))
     out: Answers[K, Any] = Answers()
-    backoff = Backoff()
+    backoff = backoff or Backoff()
     rounds = 0
     while pending:
         request_s = max(deadline - time.monotonic(), _MIN_REQUEST_S)
         again = _round(pending, send, chunk, request_s, out, answers, settling)
+        if len(again) < len(pending):
+            deadline = time.monotonic() + timeout_s  # progress: settling, not stuck
         pause = backoff.next()
         if not again or not retry or time.monotonic() + pause >= deadline:
             out.errors.update(again)
             out.gave_up = bool(again)
             break
         rounds += 1
-        _note_retry(again, doing, rounds, deadline)
+        _note_retry(again, doing, rounds, timeout_s)
         time.sleep(pause)  # the backoff between rounds: give the cluster time to settle
         pending = list(again)
     return out
@@ -181,17 +189,17 @@ def _failed(err: KafkaError) -> Future[Any]:
     return future
 
 
-def _note_retry(again: Mapping[K, KafkaError], doing: str, rounds: int, deadline: float) -> None:
+def _note_retry(again: Mapping[K, KafkaError], doing: str, rounds: int, timeout_s: float) -> None:
     """One line when a request first meets a cluster that is not ready; DEBUG after."""
     err = next(iter(again.values()))
     log.log(
         logging.INFO if rounds == 1 else logging.DEBUG,
-        "%s: %d answered %s (%s); asking again for up to %.0f s",
+        "%s: %d answered %s (%s); asking again until nothing new is answered for %g s",
         doing,
         len(again),
         err.str() or err.name(),
         named(again),
-        max(0.0, deadline - time.monotonic()),
+        timeout_s,
     )
 
 

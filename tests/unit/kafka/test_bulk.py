@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from k2k.kafka.bulk import ask, chunked
+from k2k.kafka.bulk import Backoff, ask, chunked
 
 NOT_LEADER = KafkaError.NOT_LEADER_FOR_PARTITION
 UNKNOWN = KafkaError.UNKNOWN_TOPIC_OR_PART
@@ -115,6 +115,17 @@ def test_a_key_still_retriable_at_the_deadline_is_an_error_and_says_so():
     assert got.errors["stuck"].code() == NOT_LEADER and got.gave_up
     rounds = len(cluster.requests) - 1  # the first request carried both keys
     assert rounds >= 2 and all(r == ["stuck"] for r in cluster.requests[1:])
+
+
+def test_a_cluster_answering_one_more_key_per_round_is_waited_for_beyond_the_timeout():
+    """The time counts from the last progress: a busy broker settling partition by
+    partition is not cut off, however long it takes in all."""
+    keys = 12
+    cluster = _Cluster({k: [KafkaError(NOT_LEADER)] * k + [k] for k in range(keys)})
+    started = time.monotonic()
+    got = _ask(cluster, timeout_s=0.15, backoff=Backoff(0.05, 0.05))
+    assert time.monotonic() - started > 0.15 * 3  # far beyond one timeout
+    assert got.values == {k: k for k in range(keys)} and got.errors == {}
 
 
 def test_without_retry_a_retriable_answer_comes_back_after_one_round():
