@@ -7,7 +7,7 @@ every error message can say which cluster and which ``bootstrap.servers`` were i
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -37,6 +37,19 @@ from confluent_kafka.admin import (
 )
 
 from k2k.errors import ClusterError, TopicError
+from k2k.kafka import TP
+from k2k.kafka.bulk import (
+    PARTITIONS_PER_CHANGE,
+    PARTITIONS_PER_REQUEST,
+    TOPICS_PER_REQUEST,
+    Answers,
+    Backoff,
+    K,
+    Send,
+    ask,
+    chunked,
+    named,
+)
 from k2k.kafka.factory import build_admin
 from k2k.kafka.faults import cluster_error
 
@@ -45,6 +58,12 @@ __all__ = ["ClusterSettings", "ClusterView", "TopicInfo"]
 
 #: The all-zero topic id (base64) of brokers that have none.
 _NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
+
+#: Answers about a topic the cluster has just created (or a client's metadata that has not
+#: caught up yet): retried within ``timeout_s`` where the caller knows the topic exists.
+_NOT_YET_VISIBLE = frozenset(
+    {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,68 +165,125 @@ class ClusterView:
             out[name] = TopicInfo(name, len(tmd.partitions), replicas)
         return out
 
+    def _ask(
+        self,
+        keys: Iterable[K],
+        send: Send[K],
+        doing: str,
+        *,
+        chunk: int = TOPICS_PER_REQUEST,
+        answers: Collection[int] = (),
+        settling: Collection[int] = (),
+        retry: bool = True,
+    ) -> Answers[K, Any]:
+        """:func:`~k2k.kafka.bulk.ask` within this cluster's ``timeout_s``."""
+        return ask(
+            keys,
+            send,
+            chunk=chunk,
+            timeout_s=self.timeout_s,
+            doing=f"{self.cluster} cluster at {self.bootstrap}: {doing}",
+            answers=answers,
+            settling=settling,
+            retry=retry,
+        )
+
+    def _raise_failed(self, got: Answers[Any, Any], doing: str) -> None:
+        """Raise the failure of ``got``'s errors, if any, naming the keys that failed."""
+        if not got.errors:
+            return
+        first = min(got.errors)
+        still = f" (still after {self.timeout_s:g} s of retries)" if got.gave_up else ""
+        doing = f"{doing} of {named(got.errors)}{still}"
+        raise self._failure(KafkaException(got.errors[first]), doing)
+
     def topic_ids(self, names: Iterable[str]) -> dict[str, str]:
         """The topic id of each of ``names`` that exists (a name deleted and created again
         gets a new id, so an id tells a re-created topic from the old one); "" where the
         cluster keeps none."""
-        wanted = sorted(set(names))
-        if not wanted:
-            return {}
-        try:
-            futures = self.admin.describe_topics(
-                TopicCollection(wanted), request_timeout=self.timeout_s
-            )
-        except KafkaException as exc:
-            raise self._failure(exc, "describing topics") from None
-        out: dict[str, str] = {}
-        for name, future in futures.items():
-            try:
-                topic_id = str(future.result().topic_id)
-            except KafkaException as exc:
-                err = exc.args[0] if exc.args else None
-                if isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                    continue  # deleted: absent from the answer
-                raise self._failure(exc, f"describing topic {name}") from None
-            # Brokers without topic ids answer all zeros: "" (unknown).
-            out[name] = "" if topic_id == _NO_TOPIC_ID else topic_id
-        return out
+        got = self._describe_topics(names, answers=(KafkaError.UNKNOWN_TOPIC_OR_PART,))
+        got.errors = {
+            t: e for t, e in got.errors.items() if e.code() != KafkaError.UNKNOWN_TOPIC_OR_PART
+        }  # unknown: deleted, absent from the answer
+        self._raise_failed(got, "describing topics")
+        ids = {name: str(desc.topic_id) for name, desc in got.values.items()}
+        # Brokers without topic ids answer all zeros: "" (unknown).
+        return {name: "" if i == _NO_TOPIC_ID else i for name, i in ids.items()}
+
+    def _describe_topics(
+        self, names: Iterable[str], *, answers: Collection[int] = ()
+    ) -> Answers[str, Any]:
+        """Each topic's description (partitions, topic id), in chunks."""
+
+        def send(chunk: list[str], timeout_s: float) -> Mapping[str, Future[Any]]:
+            return self.admin.describe_topics(TopicCollection(chunk), request_timeout=timeout_s)
+
+        return self._ask(sorted(set(names)), send, "describing topics", answers=answers)
 
     def offsets(
-        self, partitions: Iterable[tuple[str, int]], which: str, committed_only: bool = True
+        self,
+        partitions: Iterable[tuple[str, int]],
+        which: str,
+        committed_only: bool = True,
+        retry: bool = True,
     ) -> dict[tuple[str, int], int]:
         """Earliest or latest offset per partition; ``latest`` under read_committed is the
-        last stable offset (an open transaction holds it back)."""
+        last stable offset (an open transaction holds it back). Partitions whose leader is
+        not known yet are asked again within ``timeout_s`` (once only with ``retry`` False:
+        a caller that must not block on a settling cluster)."""
         spec = OffsetSpec.earliest() if which == "earliest" else OffsetSpec.latest()
-        request = {TopicPartition(t, p): spec for t, p in partitions}
-        if not request:
-            return {}
         level = IsolationLevel.READ_COMMITTED if committed_only else IsolationLevel.READ_UNCOMMITTED
-        try:
-            futures = self.admin.list_offsets(
-                request, isolation_level=level, request_timeout=self.timeout_s
-            )
-            return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
-        except KafkaException as exc:
-            raise self._failure(exc, f"listing {which} offsets") from None
 
-    def _describe(self, topic: str) -> dict:
-        res = ConfigResource(ResourceType.TOPIC, topic)
-        try:
-            return self.admin.describe_configs([res], request_timeout=self.timeout_s)[res].result()
-        except KafkaException as exc:
-            raise self._failure(exc, f"describing topic {topic}") from None
+        def send(chunk: list[tuple[str, int]], timeout_s: float) -> Mapping[TP, Future[Any]]:
+            request = {TopicPartition(t, p): spec for t, p in chunk}
+            futures = self.admin.list_offsets(
+                request, isolation_level=level, request_timeout=timeout_s
+            )
+            return {(tp.topic, tp.partition): f for tp, f in futures.items()}
+
+        got = self._ask(
+            partitions,
+            send,
+            f"listing {which} offsets",
+            chunk=PARTITIONS_PER_REQUEST,
+            settling=_NOT_YET_VISIBLE,
+            retry=retry,
+        )
+        self._raise_failed(got, f"listing {which} offsets")
+        return {tp: info.offset for tp, info in got.values.items()}
+
+    def configs(
+        self, topics: Iterable[str], *, own_only: bool = False
+    ) -> dict[str, dict[str, str]]:
+        """Each topic's effective config values (defaults included), or with ``own_only``
+        its own (dynamic) configs only: what a copy of the topic should carry."""
+
+        def send(chunk: list[str], timeout_s: float) -> Mapping[str, Future[Any]]:
+            resources = [ConfigResource(ResourceType.TOPIC, name) for name in chunk]
+            futures = self.admin.describe_configs(resources, request_timeout=timeout_s)
+            return {resource.name: future for resource, future in futures.items()}
+
+        got = self._ask(
+            sorted(set(topics)), send, "describing topic configs", settling=_NOT_YET_VISIBLE
+        )
+        self._raise_failed(got, "describing the configs of topics")
+        own = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+        return {
+            topic: {
+                name: entry.value
+                for name, entry in entries.items()
+                if entry.value is not None and (not own_only or entry.source == own)
+            }
+            for topic, entries in got.values.items()
+        }
 
     def non_default_configs(self, topic: str) -> dict[str, str]:
         """The topic's own (dynamic) configs: what a copy of the topic should carry."""
-        return {
-            name: entry.value
-            for name, entry in self._describe(topic).items()
-            if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and entry.value is not None
-        }
+        return self.configs([topic], own_only=True)[topic]
 
     def topic_config(self, topic: str) -> dict[str, str]:
         """Every effective config value of ``topic`` (defaults included)."""
-        return {n: e.value for n, e in self._describe(topic).items() if e.value is not None}
+        return self.configs([topic])[topic]
 
     def alter_topic_configs(
         self, topic: str, updates: Mapping[str, str], removals: Iterable[str] = ()
@@ -274,50 +350,127 @@ class ClusterView:
             raise self._failure(exc, "creating ACLs") from None
         return True
 
+    def create_topics(self, topics: Iterable[NewTopic]) -> dict[str, int]:
+        """Create ``topics`` and wait until the cluster shows each with its partitions;
+        returns the partition counts seen. A topic that already exists (a concurrent
+        creator) is fine. Raises :class:`~k2k.errors.TopicError` naming the topics the
+        cluster refused (e.g. a replication factor above its broker count).
+
+        In chunks of a few hundred partitions, each sent once the one before is visible: a
+        broker shows one request's topics only after it created the logs of the request
+        before, so small chunks keep every wait for progress short
+        (:meth:`wait_for_topics`)."""
+        seen: dict[str, int] = {}
+        ordered = sorted(topics, key=lambda topic: topic.topic)
+        for chunk in chunked(ordered, TOPICS_PER_REQUEST, PARTITIONS_PER_CHANGE, _partitions):
+            seen.update(self.wait_for_topics(self._create(chunk)))
+        return seen
+
+    def _create(self, chunk: list[NewTopic]) -> dict[str, int]:
+        """One CreateTopics request; the partitions to wait for per topic (one for a topic
+        that existed: its count is checked where it is used)."""
+        new = {topic.topic: topic for topic in chunk}
+
+        def send(names: list[str], timeout_s: float) -> Mapping[str, Future[Any]]:
+            return self.admin.create_topics([new[n] for n in names], request_timeout=timeout_s)
+
+        exists = KafkaError.TOPIC_ALREADY_EXISTS
+        got = self._ask(new, send, "creating topics", answers=(exists,))
+        existed = {n for n, e in got.errors.items() if e.code() == exists}
+        got.errors = {n: e for n, e in got.errors.items() if n not in existed}
+        self._raise_refused(got, "create topic", lambda name: "")
+        return {n: 1 if n in existed else _partitions(t) for n, t in new.items()}
+
     def create_topic(
         self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str]
+    ) -> int:
+        """Create ``name`` (:meth:`create_topics`); returns its partition count."""
+        topic = NewTopic(name, partitions, replication_factor, config=dict(configs))
+        return self.create_topics([topic])[name]
+
+    def add_partitions(self, totals: Mapping[str, int]) -> None:
+        """Grow each topic of ``totals`` to its partition count and wait until the cluster
+        shows them, in chunks as :meth:`create_topics` does; a topic that already has them
+        (a concurrent grower) is fine."""
+        ordered = sorted(totals)
+        for chunk in chunked(
+            ordered, TOPICS_PER_REQUEST, PARTITIONS_PER_CHANGE, totals.__getitem__
+        ):
+            self._grow({name: totals[name] for name in chunk})
+            self.wait_for_topics({name: totals[name] for name in chunk})
+
+    def _grow(self, totals: Mapping[str, int]) -> None:
+        """One CreatePartitions request."""
+
+        def send(names: list[str], timeout_s: float) -> Mapping[str, Future[Any]]:
+            grow = [NewPartitions(name, totals[name]) for name in names]
+            return self.admin.create_partitions(grow, request_timeout=timeout_s)
+
+        invalid = KafkaError.INVALID_PARTITIONS
+        got = self._ask(totals, send, "adding partitions", answers=(invalid,))
+        if any(e.code() == invalid for e in got.errors.values()):
+            have = self.topics()
+            got.errors = {
+                n: e
+                for n, e in got.errors.items()
+                if e.code() != invalid or have.get(n, TopicInfo(n, 0)).partitions < totals[n]
+            }
+        self._raise_refused(got, "grow topic", lambda name: f" to {totals[name]} partitions")
+
+    def _raise_refused(
+        self, got: Answers[str, Any], verb: str, detail: Callable[[str], str]
     ) -> None:
-        """Create ``name``; a topic that already exists (a concurrent creator) is fine."""
-        new = NewTopic(name, partitions, replication_factor, config=dict(configs))
-        try:
-            self.admin.create_topics([new], request_timeout=self.timeout_s)[name].result()
-        except KafkaException as exc:
-            err = exc.args[0]
-            if isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                return
-            raise TopicError(
-                f"{self.cluster} cluster at {self.bootstrap}: cannot create topic {name!r}: "
-                f"{err.str() if isinstance(err, KafkaError) else exc}"
-            ) from None
+        """Raise for ``got``'s errors: an outage's failure when one is retriable (it outlasted
+        ``timeout_s``), else a :class:`~k2k.errors.TopicError` naming the refused topics."""
+        if not got.errors:
+            return
+        if got.gave_up:
+            self._raise_failed(got, f"trying to {verb}")
+        name = min(got.errors)
+        err = got.errors[name]
+        more = f" (and {len(got.errors) - 1} more topics)" if len(got.errors) > 1 else ""
+        raise TopicError(
+            f"{self.cluster} cluster at {self.bootstrap}: cannot {verb} {name!r}{detail(name)}: "
+            f"{err.str() or err.name()}{more}"
+        )
 
-    def add_partitions(self, name: str, total: int) -> None:
-        """Grow ``name`` to ``total`` partitions; a topic that already has them is fine."""
-        try:
-            self.admin.create_partitions(
-                [NewPartitions(name, total)], request_timeout=self.timeout_s
-            )[name].result()
-        except KafkaException as exc:
-            err = exc.args[0]
-            grown = isinstance(err, KafkaError) and err.code() == KafkaError.INVALID_PARTITIONS
-            if grown and self.topics().get(name, TopicInfo(name, 0)).partitions >= total:
-                return  # a concurrent grower got there first
-            raise TopicError(
-                f"{self.cluster} cluster at {self.bootstrap}: cannot grow topic {name!r} to "
-                f"{total} partitions: {err.str() if isinstance(err, KafkaError) else exc}"
-            ) from None
-
-    def wait_for_topic(self, name: str, partitions: int = 1) -> dict[str, TopicInfo]:
-        """Poll metadata until a just-created (or grown) topic is visible with at least
-        ``partitions`` partitions (changes propagate asynchronously to the brokers' metadata
-        caches); bounded by ``timeout_s``."""
+    def wait_for_topics(self, expected: Mapping[str, int]) -> dict[str, int]:
+        """Poll until every topic of ``expected``, just created or grown, shows at least its
+        partition count (changes reach the brokers' metadata caches asynchronously); returns
+        the counts seen. A busy controller is waited for while it makes progress: this
+        fails only when no more partitions became visible for ``timeout_s``."""
+        pending, seen = dict(expected), {name: 0 for name in expected}
+        backoff = Backoff()
         deadline = time.monotonic() + self.timeout_s
-        while True:
-            topics = self.topics()
-            if name in topics and topics[name].partitions >= partitions:
-                return topics
-            if time.monotonic() >= deadline:
-                raise TopicError(
-                    f"{self.cluster} cluster at {self.bootstrap}: topic {name!r} was created "
-                    f"(or grown) but is not visible with {partitions} partitions after {self.timeout_s:g} s"
-                )
-            time.sleep(0.05)  # metadata poll interval
+        while pending:
+            got = self._describe_topics(pending, answers=(KafkaError.UNKNOWN_TOPIC_OR_PART,))
+            got.errors = {
+                t: e for t, e in got.errors.items() if e.code() != KafkaError.UNKNOWN_TOPIC_OR_PART
+            }
+            self._raise_failed(got, "describing topics")
+            now = {name: len(desc.partitions) for name, desc in got.values.items()}
+            if sum(now.values()) > sum(seen[name] for name in now):
+                deadline = time.monotonic() + self.timeout_s  # progress: wait on
+            seen.update(now)
+            pending = {n: want for n, want in pending.items() if seen[n] < want}
+            if pending and time.monotonic() >= deadline:
+                raise self._not_visible(pending, seen)
+            if pending:
+                time.sleep(backoff.next())  # the metadata poll interval, growing
+        return seen
+
+    def _not_visible(self, pending: Mapping[str, int], seen: Mapping[str, int]) -> TopicError:
+        name = min(pending)
+        shows = f"it shows {seen[name]}" if seen[name] else "it is not visible at all"
+        more = f" (and {len(pending) - 1} more topics)" if len(pending) > 1 else ""
+        return TopicError(
+            f"{self.cluster} cluster at {self.bootstrap}: topic {name!r} was created (or "
+            f"grown) to {pending[name]} partitions but {shows} after waiting "
+            f"{self.timeout_s:g} s without progress{more}; the controller may be overloaded "
+            f"({self.cluster}.connectTimeout bounds the wait)"
+        )
+
+
+def _partitions(topic: NewTopic) -> int:
+    """The partitions ``topic`` is created with (the broker's default counts as one)."""
+    return max(topic.num_partitions, 1)

@@ -30,6 +30,7 @@ from confluent_kafka import KafkaError, KafkaException
 from k2k.kafka.faults import Outcome, classify, kafka_error_of
 
 __all__ = [
+    "PARTITIONS_PER_CHANGE",
     "PARTITIONS_PER_REQUEST",
     "TOPICS_PER_REQUEST",
     "Answers",
@@ -50,6 +51,9 @@ T = TypeVar("T")
 TOPICS_PER_REQUEST = 200
 #: Partitions per offsets request (librdkafka splits each further by partition leader).
 PARTITIONS_PER_REQUEST = 2000
+#: Partitions created (or added) per request: a broker shows the topics of one request only
+#: once it created the logs of the request before, so this bounds every wait for them.
+PARTITIONS_PER_CHANGE = 500
 #: The shortest request timeout a retry round is given, however little time is left.
 _MIN_REQUEST_S = 1.0
 
@@ -57,22 +61,33 @@ _MIN_REQUEST_S = 1.0
 Send = Callable[[list[K], float], Mapping[K, "Future[Any]"]]
 
 
-def chunked(items: Iterable[T], size: int) -> Iterator[list[T]]:
-    """``items`` in lists of at most ``size``, in order.
+def chunked(
+    items: Iterable[T],
+    size: int,
+    budget: int | None = None,
+    weight: Callable[[T], int] = lambda _: 1,
+) -> Iterator[list[T]]:
+    """``items`` in lists of at most ``size`` items, in order; with ``budget``, also of at
+    most that total ``weight`` (an item heavier than the budget goes alone).
 
     >>> [c for c in chunked(range(5), 2)]
     [[0, 1], [2, 3], [4]]
+    >>> [c for c in chunked([3, 1, 1, 9, 2], 10, budget=4, weight=lambda n: n)]
+    [[3, 1], [1], [9], [2]]
     >>> list(chunked([], 3))
     []
     """
     if size < 1:
         raise ValueError(f"chunk size must be positive, got {size!r}")
     chunk: list[T] = []
+    total = 0
     for item in items:
-        chunk.append(item)
-        if len(chunk) == size:
+        heavy = budget is not None and bool(chunk) and total + weight(item) > budget
+        if len(chunk) == size or heavy:
             yield chunk
-            chunk = []
+            chunk, total = [], 0
+        chunk.append(item)
+        total += weight(item)
     if chunk:
         yield chunk
 
