@@ -39,8 +39,8 @@ from confluent_kafka.admin import (
 from k2k.errors import ClusterError, TopicError
 from k2k.kafka import TP
 from k2k.kafka.bulk import (
-    PARTITIONS_PER_CHANGE,
     PARTITIONS_PER_REQUEST,
+    RECORDS_PER_CHANGE,
     TOPICS_PER_REQUEST,
     Answers,
     Backoff,
@@ -171,7 +171,7 @@ class ClusterView:
         send: Send[K],
         doing: str,
         *,
-        chunk: int = TOPICS_PER_REQUEST,
+        chunk: int | Callable[[list[K]], Iterable[list[K]]] = TOPICS_PER_REQUEST,
         answers: Collection[int] = (),
         settling: Collection[int] = (),
         retry: bool = True,
@@ -351,35 +351,29 @@ class ClusterView:
         return True
 
     def create_topics(self, topics: Iterable[NewTopic]) -> dict[str, int]:
-        """Create ``topics`` and wait until the cluster shows each with its partitions;
-        returns the partition counts seen. A topic that already exists (a concurrent
-        creator) is fine. Raises :class:`~k2k.errors.TopicError` naming the topics the
-        cluster refused (e.g. a replication factor above its broker count).
-
-        In chunks of a few hundred partitions, each sent once the one before is visible: a
-        broker shows one request's topics only after it created the logs of the request
-        before, so small chunks keep every wait for progress short
-        (:meth:`wait_for_topics`)."""
-        seen: dict[str, int] = {}
-        ordered = sorted(topics, key=lambda topic: topic.topic)
-        for chunk in chunked(ordered, TOPICS_PER_REQUEST, PARTITIONS_PER_CHANGE, _partitions):
-            seen.update(self.wait_for_topics(self._create(chunk)))
-        return seen
-
-    def _create(self, chunk: list[NewTopic]) -> dict[str, int]:
-        """One CreateTopics request; the partitions to wait for per topic (one for a topic
-        that existed: its count is checked where it is used)."""
-        new = {topic.topic: topic for topic in chunk}
+        """Create ``topics`` and wait until the cluster shows each with its partitions
+        (:meth:`wait_for_topics`); returns the partition counts seen. A topic that already
+        exists (a concurrent creator) is fine. Raises :class:`~k2k.errors.TopicError`
+        naming the topics the cluster refused (e.g. a replication factor above its broker
+        count). As few requests as the controller takes (:data:`RECORDS_PER_CHANGE`), sent
+        together."""
+        new = {topic.topic: topic for topic in topics}
 
         def send(names: list[str], timeout_s: float) -> Mapping[str, Future[Any]]:
             return self.admin.create_topics([new[n] for n in names], request_timeout=timeout_s)
 
+        def split(names: list[str]) -> Iterable[list[str]]:
+            return chunked(names, len(names), RECORDS_PER_CHANGE, lambda n: _records(new[n]))
+
         exists = KafkaError.TOPIC_ALREADY_EXISTS
-        got = self._ask(new, send, "creating topics", answers=(exists,))
+        got = self._ask(sorted(new), send, "creating topics", chunk=split, answers=(exists,))
         existed = {n for n, e in got.errors.items() if e.code() == exists}
         got.errors = {n: e for n, e in got.errors.items() if n not in existed}
         self._raise_refused(got, "create topic", lambda name: "")
-        return {n: 1 if n in existed else _partitions(t) for n, t in new.items()}
+        # A topic that existed is waited for until visible: its count is checked where used.
+        return self.wait_for_topics(
+            {n: 1 if n in existed else max(t.num_partitions, 1) for n, t in new.items()}
+        )
 
     def create_topic(
         self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str]
@@ -390,24 +384,18 @@ class ClusterView:
 
     def add_partitions(self, totals: Mapping[str, int]) -> None:
         """Grow each topic of ``totals`` to its partition count and wait until the cluster
-        shows them, in chunks as :meth:`create_topics` does; a topic that already has them
-        (a concurrent grower) is fine."""
-        ordered = sorted(totals)
-        for chunk in chunked(
-            ordered, TOPICS_PER_REQUEST, PARTITIONS_PER_CHANGE, totals.__getitem__
-        ):
-            self._grow({name: totals[name] for name in chunk})
-            self.wait_for_topics({name: totals[name] for name in chunk})
-
-    def _grow(self, totals: Mapping[str, int]) -> None:
-        """One CreatePartitions request."""
+        shows them, in requests as :meth:`create_topics` makes them; a topic that already
+        has them (a concurrent grower) is fine."""
 
         def send(names: list[str], timeout_s: float) -> Mapping[str, Future[Any]]:
             grow = [NewPartitions(name, totals[name]) for name in names]
             return self.admin.create_partitions(grow, request_timeout=timeout_s)
 
+        def split(names: list[str]) -> Iterable[list[str]]:
+            return chunked(names, len(names), RECORDS_PER_CHANGE, totals.__getitem__)
+
         invalid = KafkaError.INVALID_PARTITIONS
-        got = self._ask(totals, send, "adding partitions", answers=(invalid,))
+        got = self._ask(sorted(totals), send, "adding partitions", chunk=split, answers=(invalid,))
         if any(e.code() == invalid for e in got.errors.values()):
             have = self.topics()
             got.errors = {
@@ -416,6 +404,7 @@ class ClusterView:
                 if e.code() != invalid or have.get(n, TopicInfo(n, 0)).partitions < totals[n]
             }
         self._raise_refused(got, "grow topic", lambda name: f" to {totals[name]} partitions")
+        self.wait_for_topics(totals)
 
     def _raise_refused(
         self, got: Answers[str, Any], verb: str, detail: Callable[[str], str]
@@ -437,27 +426,45 @@ class ClusterView:
     def wait_for_topics(self, expected: Mapping[str, int]) -> dict[str, int]:
         """Poll until every topic of ``expected``, just created or grown, shows at least its
         partition count (changes reach the brokers' metadata caches asynchronously); returns
-        the counts seen. A busy controller is waited for while it makes progress: this
-        fails only when no more partitions became visible for ``timeout_s``."""
-        pending, seen = dict(expected), {name: 0 for name in expected}
+        the counts seen. A busy cluster is waited for while it makes progress, shown
+        partitions or partitions whose leader answers (a broker shows the topics of one
+        request only after it created the logs of the one before): this fails only when
+        neither grew for ``timeout_s``."""
+        waiting = _Visibility(expected)
         backoff = Backoff()
         deadline = time.monotonic() + self.timeout_s
-        while pending:
-            got = self._describe_topics(pending, answers=(KafkaError.UNKNOWN_TOPIC_OR_PART,))
+        while waiting.pending:
+            got = self._describe_topics(
+                waiting.pending, answers=(KafkaError.UNKNOWN_TOPIC_OR_PART,)
+            )
             got.errors = {
                 t: e for t, e in got.errors.items() if e.code() != KafkaError.UNKNOWN_TOPIC_OR_PART
             }
             self._raise_failed(got, "describing topics")
-            now = {name: len(desc.partitions) for name, desc in got.values.items()}
-            if sum(now.values()) > sum(seen[name] for name in now):
+            shown = waiting.shown({name: len(desc.partitions) for name, desc in got.values.items()})
+            if shown or (waiting.pending and self._more_ready(waiting)):
                 deadline = time.monotonic() + self.timeout_s  # progress: wait on
-            seen.update(now)
-            pending = {n: want for n, want in pending.items() if seen[n] < want}
-            if pending and time.monotonic() >= deadline:
-                raise self._not_visible(pending, seen)
-            if pending:
+            if waiting.pending and time.monotonic() >= deadline:
+                raise self._not_visible(waiting.pending, waiting.seen)
+            if waiting.pending:
                 time.sleep(backoff.next())  # the metadata poll interval, growing
-        return seen
+        return waiting.seen
+
+    def _more_ready(self, waiting: _Visibility) -> bool:
+        """Whether more shown partitions answer for their leader than before (asked once
+        each round: only progress counts here, not the answer)."""
+        unready = waiting.unready()
+        if not unready:
+            return False
+
+        def send(chunk: list[TP], timeout_s: float) -> Mapping[TP, Future[Any]]:
+            request = {TopicPartition(t, p): OffsetSpec.latest() for t, p in chunk}
+            futures = self.admin.list_offsets(request, request_timeout=timeout_s)
+            return {(tp.topic, tp.partition): f for tp, f in futures.items()}
+
+        got = self._ask(unready, send, "", chunk=PARTITIONS_PER_REQUEST, retry=False)
+        waiting.ready.update(got.values)
+        return bool(got.values)
 
     def _not_visible(self, pending: Mapping[str, int], seen: Mapping[str, int]) -> TopicError:
         name = min(pending)
@@ -471,6 +478,30 @@ class ClusterView:
         )
 
 
-def _partitions(topic: NewTopic) -> int:
-    """The partitions ``topic`` is created with (the broker's default counts as one)."""
-    return max(topic.num_partitions, 1)
+def _records(topic: NewTopic) -> int:
+    """The metadata records creating ``topic`` takes: the topic, its partitions, its configs
+    (a topic of the broker's default partition count counted as one)."""
+    return 1 + max(topic.num_partitions, 1) + len(topic.config or {})
+
+
+class _Visibility:
+    """What :meth:`ClusterView.wait_for_topics` has seen: partitions shown per topic, the
+    topics still short of the count expected, and the partitions whose leader answered."""
+
+    def __init__(self, expected: Mapping[str, int]) -> None:
+        self.expected = dict(expected)
+        self.seen = dict.fromkeys(expected, 0)
+        self.pending = dict(expected)
+        self.ready: set[TP] = set()
+
+    def shown(self, now: Mapping[str, int]) -> bool:
+        """Take the counts shown ``now``; True when they grew."""
+        grew = any(count > self.seen[name] for name, count in now.items())
+        self.seen.update({name: max(count, self.seen[name]) for name, count in now.items()})
+        self.pending = {n: want for n, want in self.pending.items() if self.seen[n] < want}
+        return grew
+
+    def unready(self) -> list[TP]:
+        """The partitions shown whose leader has not answered yet."""
+        shown = ((t, p) for t, count in self.seen.items() for p in range(count))
+        return [tp for tp in shown if tp not in self.ready]

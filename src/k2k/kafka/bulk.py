@@ -30,8 +30,8 @@ from confluent_kafka import KafkaError, KafkaException
 from k2k.kafka.faults import Outcome, classify, kafka_error_of
 
 __all__ = [
-    "PARTITIONS_PER_CHANGE",
     "PARTITIONS_PER_REQUEST",
+    "RECORDS_PER_CHANGE",
     "TOPICS_PER_REQUEST",
     "Answers",
     "Backoff",
@@ -51,9 +51,11 @@ T = TypeVar("T")
 TOPICS_PER_REQUEST = 200
 #: Partitions per offsets request (librdkafka splits each further by partition leader).
 PARTITIONS_PER_REQUEST = 2000
-#: Partitions created (or added) per request: a broker shows the topics of one request only
-#: once it created the logs of the request before, so this bounds every wait for them.
-PARTITIONS_PER_CHANGE = 500
+#: Metadata records per topic creation (or growth) request: a topic, its partitions and its
+#: configs are one record each, and the KRaft controller refuses a request of more records
+#: than its ``MAX_RECORDS_PER_USER_OP``. As few requests as that allows: a broker shows the
+#: topics of one request only once it created the partition logs of the requests before.
+RECORDS_PER_CHANGE = 9000
 #: The shortest request timeout a retry round is given, however little time is left.
 _MIN_REQUEST_S = 1.0
 
@@ -124,7 +126,7 @@ def ask(
     keys: Iterable[K],
     send: Send[K],
     *,
-    chunk: int,
+    chunk: int | Callable[[list[K]], Iterable[list[K]]],
     timeout_s: float,
     doing: str,
     answers: Collection[int] = (),
@@ -132,9 +134,9 @@ def ask(
     retry: bool = True,
     backoff: Backoff | None = None,
 ) -> Answers[K, Any]:
-    """Ask about every key of ``keys`` in chunks of ``chunk``, all chunks sent before any
-    answer is awaited; retry the retriable answers until ``timeout_s`` passed without a
-    round that answered one more key.
+    """Ask about every key of ``keys`` in chunks of ``chunk`` keys (or as ``chunk`` splits
+    them), all chunks sent before any answer is awaited; retry the retriable answers until
+    ``timeout_s`` passed without a round that answered one more key.
 
     ``answers``: error codes that are an answer (e.g. "already exists"), never retried;
     ``settling``: codes retried besides the transient ones, because the caller knows the
@@ -166,7 +168,7 @@ def ask(
 def _round(
     keys: list[K],
     send: Send[K],
-    chunk: int,
+    chunk: int | Callable[[list[K]], Iterable[list[K]]],
     request_s: float,
     out: Answers[K, Any],
     answers: Collection[int],
@@ -175,7 +177,7 @@ def _round(
     """One round: every chunk sent, then every answer collected into ``out``; returns the
     keys to ask again, with their last error."""
     futures: dict[K, Future[Any]] = {}
-    for part in chunked(keys, chunk):
+    for part in chunked(keys, chunk) if isinstance(chunk, int) else chunk(keys):
         try:
             futures.update(send(part, request_s))
         except KafkaException as exc:  # the whole chunk was refused before it was sent
