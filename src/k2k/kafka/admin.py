@@ -61,8 +61,14 @@ _NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
 
 #: Answers about a topic the cluster has just created (or a client's metadata that has not
 #: caught up yet): retried within ``timeout_s`` where the caller knows the topic exists.
+#: ``_NOENT`` is librdkafka's "no leaders found" for an offsets request.
 _NOT_YET_VISIBLE = frozenset(
-    {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
+    {
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError._NOENT,
+    }
 )
 
 
@@ -193,7 +199,7 @@ class ClusterView:
         if not got.errors:
             return
         first = min(got.errors)
-        still = f" (still after {self.timeout_s:g} s of retries)" if got.gave_up else ""
+        still = f" (nothing new answered for {self.timeout_s:g} s)" if got.gave_up else ""
         doing = f"{doing} of {named(got.errors)}{still}"
         raise self._failure(KafkaException(got.errors[first]), doing)
 

@@ -141,8 +141,9 @@ def ask(
     ``answers``: error codes that are an answer (e.g. "already exists"), never retried;
     ``settling``: codes retried besides the transient ones, because the caller knows the
     keys exist (e.g. unknown topic right after its creation); ``retry`` False asks once;
-    ``backoff``: the pauses between rounds. ``doing`` names the request in the log line of
-    the first retry."""
+    ``backoff``: the pauses between rounds. ``doing`` names the request in the log lines
+    (DEBUG: how many keys in how many requests, every round; INFO: the first retry); ""
+    logs nothing."""
     deadline = time.monotonic() + timeout_s
     pending = list(dict.fromkeys(keys))
     out: Answers[K, Any] = Answers()
@@ -150,7 +151,7 @@ def ask(
     rounds = 0
     while pending:
         request_s = max(deadline - time.monotonic(), _MIN_REQUEST_S)
-        again = _round(pending, send, chunk, request_s, out, answers, settling)
+        again = _round(pending, send, chunk, request_s, out, answers, settling, doing)
         if len(again) < len(pending):
             deadline = time.monotonic() + timeout_s  # progress: settling, not stuck
         pause = backoff.next()
@@ -159,7 +160,8 @@ def ask(
             out.gave_up = bool(again)
             break
         rounds += 1
-        _note_retry(again, doing, rounds, timeout_s)
+        if doing:
+            _note_retry(again, doing, rounds, timeout_s)
         time.sleep(pause)  # the backoff between rounds: give the cluster time to settle
         pending = list(again)
     return out
@@ -173,16 +175,21 @@ def _round(
     out: Answers[K, Any],
     answers: Collection[int],
     settling: Collection[int],
+    doing: str,
 ) -> dict[K, KafkaError]:
     """One round: every chunk sent, then every answer collected into ``out``; returns the
     keys to ask again, with their last error."""
     futures: dict[K, Future[Any]] = {}
+    requests = 0
     for part in chunked(keys, chunk) if isinstance(chunk, int) else chunk(keys):
+        requests += 1
         try:
             futures.update(send(part, request_s))
         except KafkaException as exc:  # the whole chunk was refused before it was sent
             err = kafka_error_of(exc) or KafkaError(KafkaError._FAIL, str(exc))
             futures.update({key: _failed(err) for key in part})
+    if doing:
+        log.debug("%s: %d in %d request(s)", doing, len(keys), requests)
     again: dict[K, KafkaError] = {}
     for key, future in futures.items():
         try:
