@@ -239,8 +239,24 @@ class ClusterView:
         a caller that must not block on a settling cluster)."""
         spec = OffsetSpec.earliest() if which == "earliest" else OffsetSpec.latest()
         level = IsolationLevel.READ_COMMITTED if committed_only else IsolationLevel.READ_UNCOMMITTED
+        return self._list_offsets(partitions, spec, f"listing {which} offsets", level, retry)
 
-        def send(chunk: list[tuple[str, int]], timeout_s: float) -> Mapping[TP, Future[Any]]:
+    def offsets_at(self, partitions: Iterable[tuple[str, int]], timestamp_ms: int) -> dict[TP, int]:
+        """Per partition, the first offset whose record timestamp is at or after
+        ``timestamp_ms``; -1 where no record is that recent (Kafka's answer)."""
+        spec = OffsetSpec.for_timestamp(timestamp_ms)
+        doing = "looking up offsets by timestamp"
+        return self._list_offsets(partitions, spec, doing, IsolationLevel.READ_UNCOMMITTED)
+
+    def _list_offsets(
+        self,
+        partitions: Iterable[TP],
+        spec: OffsetSpec,
+        doing: str,
+        level: IsolationLevel,
+        retry: bool = True,
+    ) -> dict[TP, int]:
+        def send(chunk: list[TP], timeout_s: float) -> Mapping[TP, Future[Any]]:
             request = {TopicPartition(t, p): spec for t, p in chunk}
             futures = self.admin.list_offsets(
                 request, isolation_level=level, request_timeout=timeout_s
@@ -250,12 +266,12 @@ class ClusterView:
         got = self._ask(
             partitions,
             send,
-            f"listing {which} offsets",
+            doing,
             chunk=PARTITIONS_PER_REQUEST,
             settling=_NOT_YET_VISIBLE,
             retry=retry,
         )
-        self._raise_failed(got, f"listing {which} offsets")
+        self._raise_failed(got, doing)
         return {tp: info.offset for tp, info in got.values.items()}
 
     def configs(
