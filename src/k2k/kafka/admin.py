@@ -285,9 +285,7 @@ class ClusterView:
             futures = self.admin.describe_configs(resources, request_timeout=timeout_s)
             return {resource.name: future for resource, future in futures.items()}
 
-        got = self._ask(
-            sorted(set(topics)), send, "describing topic configs", settling=_NOT_YET_VISIBLE
-        )
+        got = self._ask(sorted(set(topics)), send, "describing topic configs")
         self._raise_failed(got, "describing the configs of topics")
         own = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
         return {
@@ -298,10 +296,6 @@ class ClusterView:
             }
             for topic, entries in got.values.items()
         }
-
-    def non_default_configs(self, topic: str) -> dict[str, str]:
-        """The topic's own (dynamic) configs: what a copy of the topic should carry."""
-        return self.configs([topic], own_only=True)[topic]
 
     def topic_config(self, topic: str) -> dict[str, str]:
         """Every effective config value of ``topic`` (defaults included)."""
@@ -391,7 +385,7 @@ class ClusterView:
         got = self._ask(sorted(new), send, "creating topics", chunk=split, answers=(exists,))
         existed = {n for n, e in got.errors.items() if e.code() == exists}
         got.errors = {n: e for n, e in got.errors.items() if n not in existed}
-        self._raise_refused(got, "create topic", lambda name: "")
+        self._raise_refused(got, "creating topics", "create topic")
         # A topic that existed is waited for until visible: its count is checked where used.
         return self.wait_for_topics(
             {n: 1 if n in existed else max(t.num_partitions, 1) for n, t in new.items()}
@@ -425,23 +419,24 @@ class ClusterView:
                 for n, e in got.errors.items()
                 if e.code() != invalid or have.get(n, TopicInfo(n, 0)).partitions < totals[n]
             }
-        self._raise_refused(got, "grow topic", lambda name: f" to {totals[name]} partitions")
+        to = {name: f" to {total} partitions" for name, total in totals.items()}
+        self._raise_refused(got, "adding partitions", "grow topic", to)
         self.wait_for_topics(totals)
 
     def _raise_refused(
-        self, got: Answers[str, Any], verb: str, detail: Callable[[str], str]
+        self, got: Answers[str, Any], doing: str, verb: str, detail: Mapping[str, str] | None = None
     ) -> None:
         """Raise for ``got``'s errors: an outage's failure when one is retriable (it outlasted
         ``timeout_s``), else a :class:`~k2k.errors.TopicError` naming the refused topics."""
         if not got.errors:
             return
         if got.gave_up:
-            self._raise_failed(got, f"trying to {verb}")
+            self._raise_failed(got, doing)
         name = min(got.errors)
         err = got.errors[name]
         more = f" (and {len(got.errors) - 1} more topics)" if len(got.errors) > 1 else ""
         raise TopicError(
-            f"{self.cluster} cluster at {self.bootstrap}: cannot {verb} {name!r}{detail(name)}: "
+            f"{self.cluster} cluster at {self.bootstrap}: cannot {verb} {name!r}{(detail or {}).get(name, '')}: "
             f"{err.str() or err.name()}{more}"
         )
 
@@ -484,7 +479,8 @@ class ClusterView:
             futures = self.admin.list_offsets(request, request_timeout=timeout_s)
             return {(tp.topic, tp.partition): f for tp, f in futures.items()}
 
-        got = self._ask(unready, send, "", chunk=PARTITIONS_PER_REQUEST, retry=False)
+        doing = "checking partition leaders"
+        got = self._ask(unready, send, doing, chunk=PARTITIONS_PER_REQUEST, retry=False)
         waiting.ready.update(got.values)
         return bool(got.values)
 

@@ -1,9 +1,10 @@
 """Admin requests about many topics or partitions: sent in chunks, together, and retried
 while the cluster answers "not yet".
 
-One request per topic makes a pipeline of many topics wait on as many round trips. :func:`ask` splits the keys into *chunks* (at most a few hundred topics
-per request, so no request grows without bound), sends every chunk before it waits for
-any answer, and then sends again only the keys whose answer was retriable
+One request per topic makes a pipeline of many topics wait on as many round trips.
+:func:`ask` splits the keys into *chunks* (at most a few hundred topics per request, so no
+request grows without bound), sends every chunk before it waits for any answer, and then
+sends again only the keys whose answer was retriable
 (:func:`k2k.kafka.faults.classify` says ``RETRY``: no leader yet, a controller busy or
 moving, a coordinator still loading), with a growing pause between rounds. The caller's
 time counts from the last round that got an answer: a cluster that settles partition by
