@@ -272,21 +272,20 @@ class Discovery:
             wanted[target] = max(wanted.get(target, 0), info.partitions)
             first_source.setdefault(target, info)
         existing = self.target.topics()
-        grow = {
-            target: partitions
-            for target, partitions in sorted(wanted.items())
-            if target in existing
-            and self._must_grow(target, existing[target].partitions, partitions)
-        }
+        grow: dict[str, int] = {}
+        for target, partitions in sorted(wanted.items()):
+            if target in existing and self._must_grow(target, existing[target], partitions):
+                grow[target] = partitions
         if grow:
             self.target.add_partitions(grow)
         missing = {t: first_source[t] for t in sorted(wanted) if t not in existing}
         if missing:
             self._create_targets(missing, wanted)
 
-    def _must_grow(self, target: str, have: int, partitions: int) -> bool:
+    def _must_grow(self, target: str, info: TopicInfo, partitions: int) -> bool:
         """An existing target topic must hold every source partition (``partition: source``):
         with ``autoCreateTopics`` it is grown to the source's count, else that is an error."""
+        have = info.partitions
         if self.cfg.replication.sink.partition != "source" or have >= partitions:
             return False
         if not self.cfg.features.auto_create_topics:
