@@ -504,7 +504,14 @@ def _records(topic: NewTopic) -> int:
 
 class _Visibility:
     """What :meth:`ClusterView.wait_for_topics` has seen: partitions shown per topic, the
-    topics still short of the count expected, and the partitions whose leader answered."""
+    topics still short of the count expected, and the partitions whose leader answered.
+
+    >>> v = _Visibility({"a": 2, "b": 3})
+    >>> v.shown({"a": 2}), v.pending, v.unready()
+    (True, {'b': 3}, [('a', 0), ('a', 1)])
+    >>> v.ready.add(("a", 0)); v.shown({"a": 2}), v.unready()
+    (False, [('a', 1)])
+    """
 
     def __init__(self, expected: Mapping[str, int]) -> None:
         self.expected = dict(expected)
