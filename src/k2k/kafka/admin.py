@@ -203,11 +203,12 @@ class ClusterView:
         doing = f"{doing} of {named(got.errors)}{still}"
         raise self._failure(KafkaException(got.errors[first]), doing)
 
-    def topic_ids(self, names: Iterable[str]) -> dict[str, str]:
+    def topic_ids(self, names: Iterable[str], retry: bool = True) -> dict[str, str]:
         """The topic id of each of ``names`` that exists (a name deleted and created again
         gets a new id, so an id tells a re-created topic from the old one); "" where the
-        cluster keeps none."""
-        got = self._describe_topics(names, answers=(KafkaError.UNKNOWN_TOPIC_OR_PART,))
+        cluster keeps none. ``retry`` False asks once (a check that must not block)."""
+        unknown = (KafkaError.UNKNOWN_TOPIC_OR_PART,)
+        got = self._describe_topics(names, answers=unknown, retry=retry)
         got.errors = {
             t: e for t, e in got.errors.items() if e.code() != KafkaError.UNKNOWN_TOPIC_OR_PART
         }  # unknown: deleted, absent from the answer
@@ -217,14 +218,15 @@ class ClusterView:
         return {name: "" if i == _NO_TOPIC_ID else i for name, i in ids.items()}
 
     def _describe_topics(
-        self, names: Iterable[str], *, answers: Collection[int] = ()
+        self, names: Iterable[str], *, answers: Collection[int] = (), retry: bool = True
     ) -> Answers[str, Any]:
         """Each topic's description (partitions, topic id), in chunks."""
 
         def send(chunk: list[str], timeout_s: float) -> Mapping[str, Future[Any]]:
             return self.admin.describe_topics(TopicCollection(chunk), request_timeout=timeout_s)
 
-        return self._ask(sorted(set(names)), send, "describing topics", answers=answers)
+        names = sorted(set(names))
+        return self._ask(names, send, "describing topics", answers=answers, retry=retry)
 
     def offsets(
         self,
@@ -275,17 +277,18 @@ class ClusterView:
         return {tp: info.offset for tp, info in got.values.items()}
 
     def configs(
-        self, topics: Iterable[str], *, own_only: bool = False
+        self, topics: Iterable[str], *, own_only: bool = False, retry: bool = True
     ) -> dict[str, dict[str, str]]:
         """Each topic's effective config values (defaults included), or with ``own_only``
-        its own (dynamic) configs only: what a copy of the topic should carry."""
+        its own (dynamic) configs only: what a copy of the topic should carry. ``retry``
+        False asks once."""
 
         def send(chunk: list[str], timeout_s: float) -> Mapping[str, Future[Any]]:
             resources = [ConfigResource(ResourceType.TOPIC, name) for name in chunk]
             futures = self.admin.describe_configs(resources, request_timeout=timeout_s)
             return {resource.name: future for resource, future in futures.items()}
 
-        got = self._ask(sorted(set(topics)), send, "describing topic configs")
+        got = self._ask(sorted(set(topics)), send, "describing topic configs", retry=retry)
         self._raise_failed(got, "describing the configs of topics")
         own = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
         return {

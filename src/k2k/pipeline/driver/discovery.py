@@ -184,7 +184,7 @@ class Discovery:
         pass (a failed lease is planned again then: the change is the likely cause).
         A cluster that does not answer counts as no change."""
         try:
-            return self.source.topic_ids(self.selected) != self.topic_ids()
+            return self.source.topic_ids(self.selected, retry=False) != self.topic_ids()
         except K2KError:
             return False
 
@@ -192,6 +192,7 @@ class Discovery:
         """True when a selected, routed topic appeared, changed its partition count, was
         deleted or re-created (a new topic id), or the target topic of one was.
 
+        Asked once, never retried here: a lease's watch must not wait on a settling cluster.
         A failed check counts as no change (the next check retries): a failed listing of
         the source is logged; the target's is not, as it fails only while the target does
         not answer, which k2k.observability.reachability reports once."""
@@ -205,7 +206,7 @@ class Discovery:
         if not self.target_ids or not self.target.answering:
             return False
         try:
-            return self.target.topic_ids(self.target_ids) != self.target_ids
+            return self.target.topic_ids(self.target_ids, retry=False) != self.target_ids
         except K2KError:
             return False
 
@@ -219,7 +220,7 @@ class Discovery:
             known = self.selected.get(name)
             if known is None or known.partitions != info.partitions:
                 return True
-        return self.source.topic_ids(self.selected) != self.topic_ids()
+        return self.source.topic_ids(self.selected, retry=False) != self.topic_ids()
 
     # -- steps ---------------------------------------------------------------------------
 

@@ -84,9 +84,9 @@ class TopicConfigSync:
         if not answering(self.source, self.target) or not self.interval.due():
             return
         pairs = _first_sources(routes)
-        try:
-            sources = self.source.configs(set(pairs.values()), own_only=True)
-            targets = self.target.configs(pairs, own_only=True)
+        try:  # asked once: the lease's watch must not wait; the next interval retries
+            sources = self.source.configs(set(pairs.values()), own_only=True, retry=False)
+            targets = self.target.configs(pairs, own_only=True, retry=False)
         except K2KError as exc:
             self._failed(f"topic config sync of {len(pairs)} target topic(s)", exc)
             return

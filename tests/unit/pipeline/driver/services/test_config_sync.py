@@ -21,7 +21,7 @@ class _Cluster:
         self.reads: list[list[str]] = []
         self.altered: list[tuple[str, dict[str, str], frozenset[str]]] = []
 
-    def configs(self, topics, own_only: bool = False) -> dict[str, dict[str, str]]:
+    def configs(self, topics, own_only: bool = False, retry: bool = True):
         assert own_only  # the sync compares the topics' own configs only
         self.reads.append(sorted(topics))
         return {topic: dict(self.own[topic]) for topic in topics}
@@ -97,7 +97,7 @@ class _Failing(_Cluster):
         super().__init__({})
         self.answering_after = answering_after
 
-    def configs(self, topics, own_only: bool = False) -> dict[str, dict[str, str]]:
+    def configs(self, topics, own_only: bool = False, retry: bool = True):
         self.answering = self.answering_after
         raise ClusterError(f"target cluster at x:1: describing topics {sorted(topics)} timed out")
 
