@@ -24,7 +24,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaException, Message, TopicPartition
-from confluent_kafka.admin import OffsetSpec
 
 from k2k.config import PipelineConfig
 from k2k.coordination.assignment import AssignmentView
@@ -208,17 +207,7 @@ class PipelineReader:
     def offsets_for_time(self, tps: Iterable[TP], timestamp_ms: int) -> dict[TP, int]:
         """The first offset whose record timestamp is at or after ``timestamp_ms``, per
         partition; the latest offset where no record is that recent (Kafka's rule)."""
-        tps = list(tps)
-        request = {TopicPartition(t, p): OffsetSpec.for_timestamp(timestamp_ms) for t, p in tps}
-        if not request:
-            return {}
-        try:
-            futures = self.source.admin.list_offsets(request, request_timeout=self.source.timeout_s)
-            found = {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
-        except KafkaException as exc:
-            raise cluster_error(
-                exc, "source", self.source.bootstrap, "looking up offsets by timestamp"
-            ) from None
+        found = self.source.offsets_at(tps, timestamp_ms)
         latest = self.source.offsets([tp for tp, o in found.items() if o < 0], "latest")
         return {tp: o if o >= 0 else latest[tp] for tp, o in found.items()}
 

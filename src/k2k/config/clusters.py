@@ -150,7 +150,9 @@ class SourceCluster(_Cluster):
     connect_timeout: Duration = Field(
         timedelta(seconds=15),
         description="How long k2k waits for the source cluster to answer at start and for "
-        "admin calls.",
+        "admin calls; an admin call about many topics or partitions that the cluster answers "
+        "bit by bit (leaders still being elected, topics still being created) waits on while "
+        "it gets new answers (docs/operations.md#retries-at-start).",
     )
 
 
@@ -172,5 +174,7 @@ class TargetCluster(_Cluster):
     connect_timeout: Duration = Field(
         timedelta(seconds=15),
         description="How long k2k waits for the target cluster to answer at start and for "
-        "admin calls.",
+        "admin calls; an admin call about many topics or partitions that the cluster answers "
+        "bit by bit (leaders still being elected, topics still being created) waits on while "
+        "it gets new answers (docs/operations.md#retries-at-start).",
     )

@@ -47,11 +47,10 @@ def ensure_control_topic(
                 f"{target.bootstrap}; create it with cleanup.policy={policy} or set "
                 f"features.autoCreateControlTopics: enabled"
             )
-        target.create_topic(
+        return target.create_topic(
             name, partitions, replication_factor, {"cleanup.policy": policy, **configs}
         )
-        topics = target.wait_for_topic(name)
-    elif validate:
+    if validate:
         found = target.topic_config(name).get("cleanup.policy", "")
         if policy not in found.replace(" ", "").split(","):
             raise TopicError(

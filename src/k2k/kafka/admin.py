@@ -7,7 +7,7 @@ every error message can say which cluster and which ``bootstrap.servers`` were i
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -37,6 +37,19 @@ from confluent_kafka.admin import (
 )
 
 from k2k.errors import ClusterError, TopicError
+from k2k.kafka import TP
+from k2k.kafka.bulk import (
+    PARTITIONS_PER_REQUEST,
+    RECORDS_PER_CHANGE,
+    TOPICS_PER_REQUEST,
+    Answers,
+    Backoff,
+    K,
+    Send,
+    ask,
+    chunked,
+    named,
+)
 from k2k.kafka.factory import build_admin
 from k2k.kafka.faults import cluster_error
 
@@ -45,6 +58,18 @@ __all__ = ["ClusterSettings", "ClusterView", "TopicInfo"]
 
 #: The all-zero topic id (base64) of brokers that have none.
 _NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
+
+#: Answers about a topic the cluster has just created (or a client's metadata that has not
+#: caught up yet): retried within ``timeout_s`` where the caller knows the topic exists.
+#: ``_NOENT`` is librdkafka's "no leaders found" for an offsets request.
+_NOT_YET_VISIBLE = frozenset(
+    {
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError._NOENT,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,68 +171,138 @@ class ClusterView:
             out[name] = TopicInfo(name, len(tmd.partitions), replicas)
         return out
 
-    def topic_ids(self, names: Iterable[str]) -> dict[str, str]:
+    def _ask(
+        self,
+        keys: Iterable[K],
+        send: Send[K],
+        doing: str,
+        *,
+        chunk: int | Callable[[list[K]], Iterable[list[K]]] = TOPICS_PER_REQUEST,
+        answers: Collection[int] = (),
+        settling: Collection[int] = (),
+        retry: bool = True,
+    ) -> Answers[K, Any]:
+        """:func:`~k2k.kafka.bulk.ask` within this cluster's ``timeout_s``."""
+        return ask(
+            keys,
+            send,
+            chunk=chunk,
+            timeout_s=self.timeout_s,
+            doing=f"{self.cluster} cluster at {self.bootstrap}: {doing}",
+            answers=answers,
+            settling=settling,
+            retry=retry,
+        )
+
+    def _raise_failed(self, got: Answers[Any, Any], doing: str) -> None:
+        """Raise the failure of ``got``'s errors, if any, naming the keys that failed."""
+        if not got.errors:
+            return
+        first = min(got.errors)
+        still = f" (nothing new answered for {self.timeout_s:g} s)" if got.gave_up else ""
+        doing = f"{doing} of {named(got.errors)}{still}"
+        raise self._failure(KafkaException(got.errors[first]), doing)
+
+    def topic_ids(self, names: Iterable[str], retry: bool = True) -> dict[str, str]:
         """The topic id of each of ``names`` that exists (a name deleted and created again
         gets a new id, so an id tells a re-created topic from the old one); "" where the
-        cluster keeps none."""
-        wanted = sorted(set(names))
-        if not wanted:
-            return {}
-        try:
-            futures = self.admin.describe_topics(
-                TopicCollection(wanted), request_timeout=self.timeout_s
-            )
-        except KafkaException as exc:
-            raise self._failure(exc, "describing topics") from None
-        out: dict[str, str] = {}
-        for name, future in futures.items():
-            try:
-                topic_id = str(future.result().topic_id)
-            except KafkaException as exc:
-                err = exc.args[0] if exc.args else None
-                if isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                    continue  # deleted: absent from the answer
-                raise self._failure(exc, f"describing topic {name}") from None
-            # Brokers without topic ids answer all zeros: "" (unknown).
-            out[name] = "" if topic_id == _NO_TOPIC_ID else topic_id
-        return out
+        cluster keeps none. ``retry`` False asks once (a check that must not block)."""
+        unknown = (KafkaError.UNKNOWN_TOPIC_OR_PART,)
+        got = self._describe_topics(names, answers=unknown, retry=retry)
+        got.errors = {
+            t: e for t, e in got.errors.items() if e.code() != KafkaError.UNKNOWN_TOPIC_OR_PART
+        }  # unknown: deleted, absent from the answer
+        self._raise_failed(got, "describing topics")
+        ids = {name: str(desc.topic_id) for name, desc in got.values.items()}
+        # Brokers without topic ids answer all zeros: "" (unknown).
+        return {name: "" if i == _NO_TOPIC_ID else i for name, i in ids.items()}
+
+    def _describe_topics(
+        self, names: Iterable[str], *, answers: Collection[int] = (), retry: bool = True
+    ) -> Answers[str, Any]:
+        """Each topic's description (partitions, topic id), in chunks."""
+
+        def send(chunk: list[str], timeout_s: float) -> Mapping[str, Future[Any]]:
+            return self.admin.describe_topics(TopicCollection(chunk), request_timeout=timeout_s)
+
+        names = sorted(set(names))
+        return self._ask(names, send, "describing topics", answers=answers, retry=retry)
 
     def offsets(
-        self, partitions: Iterable[tuple[str, int]], which: str, committed_only: bool = True
+        self,
+        partitions: Iterable[tuple[str, int]],
+        which: str,
+        committed_only: bool = True,
+        retry: bool = True,
     ) -> dict[tuple[str, int], int]:
         """Earliest or latest offset per partition; ``latest`` under read_committed is the
-        last stable offset (an open transaction holds it back)."""
+        last stable offset (an open transaction holds it back). Partitions whose leader is
+        not known yet are asked again within ``timeout_s`` (once only with ``retry`` False:
+        a caller that must not block on a settling cluster)."""
         spec = OffsetSpec.earliest() if which == "earliest" else OffsetSpec.latest()
-        request = {TopicPartition(t, p): spec for t, p in partitions}
-        if not request:
-            return {}
         level = IsolationLevel.READ_COMMITTED if committed_only else IsolationLevel.READ_UNCOMMITTED
-        try:
+        return self._list_offsets(partitions, spec, f"listing {which} offsets", level, retry)
+
+    def offsets_at(self, partitions: Iterable[tuple[str, int]], timestamp_ms: int) -> dict[TP, int]:
+        """Per partition, the first offset whose record timestamp is at or after
+        ``timestamp_ms``; -1 where no record is that recent (Kafka's answer)."""
+        spec = OffsetSpec.for_timestamp(timestamp_ms)
+        doing = "looking up offsets by timestamp"
+        return self._list_offsets(partitions, spec, doing, IsolationLevel.READ_UNCOMMITTED)
+
+    def _list_offsets(
+        self,
+        partitions: Iterable[TP],
+        spec: OffsetSpec,
+        doing: str,
+        level: IsolationLevel,
+        retry: bool = True,
+    ) -> dict[TP, int]:
+        def send(chunk: list[TP], timeout_s: float) -> Mapping[TP, Future[Any]]:
+            request = {TopicPartition(t, p): spec for t, p in chunk}
             futures = self.admin.list_offsets(
-                request, isolation_level=level, request_timeout=self.timeout_s
+                request, isolation_level=level, request_timeout=timeout_s
             )
-            return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
-        except KafkaException as exc:
-            raise self._failure(exc, f"listing {which} offsets") from None
+            return {(tp.topic, tp.partition): f for tp, f in futures.items()}
 
-    def _describe(self, topic: str) -> dict:
-        res = ConfigResource(ResourceType.TOPIC, topic)
-        try:
-            return self.admin.describe_configs([res], request_timeout=self.timeout_s)[res].result()
-        except KafkaException as exc:
-            raise self._failure(exc, f"describing topic {topic}") from None
+        got = self._ask(
+            partitions,
+            send,
+            doing,
+            chunk=PARTITIONS_PER_REQUEST,
+            settling=_NOT_YET_VISIBLE,
+            retry=retry,
+        )
+        self._raise_failed(got, doing)
+        return {tp: info.offset for tp, info in got.values.items()}
 
-    def non_default_configs(self, topic: str) -> dict[str, str]:
-        """The topic's own (dynamic) configs: what a copy of the topic should carry."""
+    def configs(
+        self, topics: Iterable[str], *, own_only: bool = False, retry: bool = True
+    ) -> dict[str, dict[str, str]]:
+        """Each topic's effective config values (defaults included), or with ``own_only``
+        its own (dynamic) configs only: what a copy of the topic should carry. ``retry``
+        False asks once."""
+
+        def send(chunk: list[str], timeout_s: float) -> Mapping[str, Future[Any]]:
+            resources = [ConfigResource(ResourceType.TOPIC, name) for name in chunk]
+            futures = self.admin.describe_configs(resources, request_timeout=timeout_s)
+            return {resource.name: future for resource, future in futures.items()}
+
+        got = self._ask(sorted(set(topics)), send, "describing topic configs", retry=retry)
+        self._raise_failed(got, "describing the configs of topics")
+        own = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
         return {
-            name: entry.value
-            for name, entry in self._describe(topic).items()
-            if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and entry.value is not None
+            topic: {
+                name: entry.value
+                for name, entry in entries.items()
+                if entry.value is not None and (not own_only or entry.source == own)
+            }
+            for topic, entries in got.values.items()
         }
 
     def topic_config(self, topic: str) -> dict[str, str]:
         """Every effective config value of ``topic`` (defaults included)."""
-        return {n: e.value for n, e in self._describe(topic).items() if e.value is not None}
+        return self.configs([topic])[topic]
 
     def alter_topic_configs(
         self, topic: str, updates: Mapping[str, str], removals: Iterable[str] = ()
@@ -274,50 +369,167 @@ class ClusterView:
             raise self._failure(exc, "creating ACLs") from None
         return True
 
+    def create_topics(self, topics: Iterable[NewTopic]) -> dict[str, int]:
+        """Create ``topics`` and wait until the cluster shows each with its partitions
+        (:meth:`wait_for_topics`); returns the partition counts seen. A topic that already
+        exists (a concurrent creator) is fine. Raises :class:`~k2k.errors.TopicError`
+        naming the topics the cluster refused (e.g. a replication factor above its broker
+        count). As few requests as the controller takes (:data:`RECORDS_PER_CHANGE`), sent
+        together."""
+        new = {topic.topic: topic for topic in topics}
+
+        def send(names: list[str], timeout_s: float) -> Mapping[str, Future[Any]]:
+            return self.admin.create_topics([new[n] for n in names], request_timeout=timeout_s)
+
+        def split(names: list[str]) -> Iterable[list[str]]:
+            return chunked(names, len(names), RECORDS_PER_CHANGE, lambda n: _records(new[n]))
+
+        exists = KafkaError.TOPIC_ALREADY_EXISTS
+        got = self._ask(sorted(new), send, "creating topics", chunk=split, answers=(exists,))
+        existed = {n for n, e in got.errors.items() if e.code() == exists}
+        got.errors = {n: e for n, e in got.errors.items() if n not in existed}
+        self._raise_refused(got, "creating topics", "create topic")
+        # A topic that existed is waited for until visible: its count is checked where used.
+        return self.wait_for_topics(
+            {n: 1 if n in existed else max(t.num_partitions, 1) for n, t in new.items()}
+        )
+
     def create_topic(
         self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str]
+    ) -> int:
+        """Create ``name`` (:meth:`create_topics`); returns its partition count."""
+        topic = NewTopic(name, partitions, replication_factor, config=dict(configs))
+        return self.create_topics([topic])[name]
+
+    def add_partitions(self, totals: Mapping[str, int]) -> None:
+        """Grow each topic of ``totals`` to its partition count and wait until the cluster
+        shows them, in requests as :meth:`create_topics` makes them; a topic that already
+        has them (a concurrent grower) is fine."""
+
+        def send(names: list[str], timeout_s: float) -> Mapping[str, Future[Any]]:
+            grow = [NewPartitions(name, totals[name]) for name in names]
+            return self.admin.create_partitions(grow, request_timeout=timeout_s)
+
+        def split(names: list[str]) -> Iterable[list[str]]:
+            return chunked(names, len(names), RECORDS_PER_CHANGE, totals.__getitem__)
+
+        invalid = KafkaError.INVALID_PARTITIONS
+        got = self._ask(sorted(totals), send, "adding partitions", chunk=split, answers=(invalid,))
+        if any(e.code() == invalid for e in got.errors.values()):
+            have = self.topics()
+            got.errors = {
+                n: e
+                for n, e in got.errors.items()
+                if e.code() != invalid or have.get(n, TopicInfo(n, 0)).partitions < totals[n]
+            }
+        to = {name: f" to {total} partitions" for name, total in totals.items()}
+        self._raise_refused(got, "adding partitions", "grow topic", to)
+        self.wait_for_topics(totals)
+
+    def _raise_refused(
+        self, got: Answers[str, Any], doing: str, verb: str, detail: Mapping[str, str] | None = None
     ) -> None:
-        """Create ``name``; a topic that already exists (a concurrent creator) is fine."""
-        new = NewTopic(name, partitions, replication_factor, config=dict(configs))
-        try:
-            self.admin.create_topics([new], request_timeout=self.timeout_s)[name].result()
-        except KafkaException as exc:
-            err = exc.args[0]
-            if isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                return
-            raise TopicError(
-                f"{self.cluster} cluster at {self.bootstrap}: cannot create topic {name!r}: "
-                f"{err.str() if isinstance(err, KafkaError) else exc}"
-            ) from None
+        """Raise for ``got``'s errors: an outage's failure when one is retriable (it outlasted
+        ``timeout_s``), else a :class:`~k2k.errors.TopicError` naming the refused topics."""
+        if not got.errors:
+            return
+        if got.gave_up:
+            self._raise_failed(got, doing)
+        name = min(got.errors)
+        err = got.errors[name]
+        more = f" (and {len(got.errors) - 1} more topics)" if len(got.errors) > 1 else ""
+        raise TopicError(
+            f"{self.cluster} cluster at {self.bootstrap}: cannot {verb} {name!r}{(detail or {}).get(name, '')}: "
+            f"{err.str() or err.name()}{more}"
+        )
 
-    def add_partitions(self, name: str, total: int) -> None:
-        """Grow ``name`` to ``total`` partitions; a topic that already has them is fine."""
-        try:
-            self.admin.create_partitions(
-                [NewPartitions(name, total)], request_timeout=self.timeout_s
-            )[name].result()
-        except KafkaException as exc:
-            err = exc.args[0]
-            grown = isinstance(err, KafkaError) and err.code() == KafkaError.INVALID_PARTITIONS
-            if grown and self.topics().get(name, TopicInfo(name, 0)).partitions >= total:
-                return  # a concurrent grower got there first
-            raise TopicError(
-                f"{self.cluster} cluster at {self.bootstrap}: cannot grow topic {name!r} to "
-                f"{total} partitions: {err.str() if isinstance(err, KafkaError) else exc}"
-            ) from None
-
-    def wait_for_topic(self, name: str, partitions: int = 1) -> dict[str, TopicInfo]:
-        """Poll metadata until a just-created (or grown) topic is visible with at least
-        ``partitions`` partitions (changes propagate asynchronously to the brokers' metadata
-        caches); bounded by ``timeout_s``."""
+    def wait_for_topics(self, expected: Mapping[str, int]) -> dict[str, int]:
+        """Poll until every topic of ``expected``, just created or grown, shows at least its
+        partition count (changes reach the brokers' metadata caches asynchronously); returns
+        the counts seen. A busy cluster is waited for while it makes progress, shown
+        partitions or partitions whose leader answers (a broker shows the topics of one
+        request only after it created the logs of the one before): this fails only when
+        neither grew for ``timeout_s``."""
+        waiting = _Visibility(expected)
+        backoff = Backoff()
         deadline = time.monotonic() + self.timeout_s
-        while True:
-            topics = self.topics()
-            if name in topics and topics[name].partitions >= partitions:
-                return topics
-            if time.monotonic() >= deadline:
-                raise TopicError(
-                    f"{self.cluster} cluster at {self.bootstrap}: topic {name!r} was created "
-                    f"(or grown) but is not visible with {partitions} partitions after {self.timeout_s:g} s"
-                )
-            time.sleep(0.05)  # metadata poll interval
+        while waiting.pending:
+            got = self._describe_topics(
+                waiting.pending, answers=(KafkaError.UNKNOWN_TOPIC_OR_PART,)
+            )
+            got.errors = {
+                t: e for t, e in got.errors.items() if e.code() != KafkaError.UNKNOWN_TOPIC_OR_PART
+            }
+            self._raise_failed(got, "describing topics")
+            shown = waiting.shown({name: len(desc.partitions) for name, desc in got.values.items()})
+            if shown or (waiting.pending and self._more_ready(waiting)):
+                deadline = time.monotonic() + self.timeout_s  # progress: wait on
+            if waiting.pending and time.monotonic() >= deadline:
+                raise self._not_visible(waiting.pending, waiting.seen)
+            if waiting.pending:
+                time.sleep(backoff.next())  # the metadata poll interval, growing
+        return waiting.seen
+
+    def _more_ready(self, waiting: _Visibility) -> bool:
+        """Whether more shown partitions answer for their leader than before (asked once
+        each round: only progress counts here, not the answer)."""
+        unready = waiting.unready()
+        if not unready:
+            return False
+
+        def send(chunk: list[TP], timeout_s: float) -> Mapping[TP, Future[Any]]:
+            request = {TopicPartition(t, p): OffsetSpec.latest() for t, p in chunk}
+            futures = self.admin.list_offsets(request, request_timeout=timeout_s)
+            return {(tp.topic, tp.partition): f for tp, f in futures.items()}
+
+        doing = "checking partition leaders"
+        got = self._ask(unready, send, doing, chunk=PARTITIONS_PER_REQUEST, retry=False)
+        waiting.ready.update(got.values)
+        return bool(got.values)
+
+    def _not_visible(self, pending: Mapping[str, int], seen: Mapping[str, int]) -> TopicError:
+        name = min(pending)
+        shows = f"it shows {seen[name]}" if seen[name] else "it is not visible at all"
+        more = f" (and {len(pending) - 1} more topics)" if len(pending) > 1 else ""
+        return TopicError(
+            f"{self.cluster} cluster at {self.bootstrap}: topic {name!r} was created (or "
+            f"grown) to {pending[name]} partitions but {shows} after waiting "
+            f"{self.timeout_s:g} s without progress{more}; the controller may be overloaded "
+            f"({self.cluster}.connectTimeout bounds the wait)"
+        )
+
+
+def _records(topic: NewTopic) -> int:
+    """The metadata records creating ``topic`` takes: the topic, its partitions, its configs
+    (a topic of the broker's default partition count counted as one)."""
+    return 1 + max(topic.num_partitions, 1) + len(topic.config or {})
+
+
+class _Visibility:
+    """What :meth:`ClusterView.wait_for_topics` has seen: partitions shown per topic, the
+    topics still short of the count expected, and the partitions whose leader answered.
+
+    >>> v = _Visibility({"a": 2, "b": 3})
+    >>> v.shown({"a": 2}), v.pending, v.unready()
+    (True, {'b': 3}, [('a', 0), ('a', 1)])
+    >>> v.ready.add(("a", 0)); v.shown({"a": 2}), v.unready()
+    (False, [('a', 1)])
+    """
+
+    def __init__(self, expected: Mapping[str, int]) -> None:
+        self.expected = dict(expected)
+        self.seen = dict.fromkeys(expected, 0)
+        self.pending = dict(expected)
+        self.ready: set[TP] = set()
+
+    def shown(self, now: Mapping[str, int]) -> bool:
+        """Take the counts shown ``now``; True when they grew."""
+        grew = any(count > self.seen[name] for name, count in now.items())
+        self.seen.update({name: max(count, self.seen[name]) for name, count in now.items()})
+        self.pending = {n: want for n, want in self.pending.items() if self.seen[n] < want}
+        return grew
+
+    def unready(self) -> list[TP]:
+        """The partitions shown whose leader has not answered yet."""
+        shown = ((t, p) for t, count in self.seen.items() for p in range(count))
+        return [tp for tp in shown if tp not in self.ready]

@@ -95,6 +95,14 @@ _TRANSIENT = frozenset(
         KafkaError.COORDINATOR_NOT_AVAILABLE,
         KafkaError.NOT_COORDINATOR,
         KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        # A cluster settling: a controller moving or busy, a leader being elected or its
+        # followers catching up, quotas on topic changes; the same request works soon.
+        KafkaError.NOT_CONTROLLER,
+        KafkaError.OFFSET_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.REPLICA_NOT_AVAILABLE,
+        KafkaError.THROTTLING_QUOTA_EXCEEDED,
     }
 )
 

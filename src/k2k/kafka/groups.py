@@ -1,14 +1,18 @@
 """Consumer groups through the admin API: list them, read and write committed offsets.
 
 The admin protocol takes one group per offsets request, so requests for many groups are
-sent together and their futures collected afterwards (a pass over hundreds of groups costs
-about one round trip, not one per group).
+sent together and their futures collected afterwards (a pass over many groups costs about
+one round trip, not one per group); descriptions take many groups per request, in chunks.
+A group whose coordinator is loading or moving is asked again within the timeout
+(:func:`k2k.kafka.bulk.ask`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import (
     ConsumerGroupState,
@@ -16,10 +20,11 @@ from confluent_kafka import (
     KafkaException,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConsumerGroupDescription
 
 from k2k.errors import ClusterError
 from k2k.kafka import TP
+from k2k.kafka.bulk import ask
 from k2k.kafka.faults import describe, kafka_error_of
 
 __all__ = [
@@ -34,6 +39,8 @@ __all__ = [
 #: A committed offset and its metadata string.
 Committed = tuple[int, str]
 _IDLE = {ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD, ConsumerGroupState.UNKNOWN}
+#: Groups per describe request.
+GROUPS_PER_REQUEST = 200
 
 
 class GroupError(ClusterError):
@@ -66,26 +73,30 @@ def committed_offsets(
 ) -> tuple[dict[str, dict[TP, Committed]], list[GroupError]]:
     """Each group's committed offsets (only partitions with an offset), and one error per
     group whose request failed."""
-    futures = {
-        g: admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(g)], request_timeout=timeout_s
-        )[g]
-        for g in groups
-    }
-    out: dict[str, dict[TP, Committed]] = {}
-    errors: list[GroupError] = []
-    for group, future in futures.items():
-        try:
-            parts = future.result().topic_partitions or []
-        except KafkaException as exc:
-            why, code = _why(exc)
-            errors.append(GroupError(group, f"reading offsets of group {group!r}: {why}", code))
-            continue
-        out[group] = {
+
+    def send(chunk: list[str], request_s: float) -> dict[str, Future[Any]]:
+        return {
+            g: admin.list_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(g)], request_timeout=request_s
+            )[g]
+            for g in chunk
+        }
+
+    got = ask(
+        groups, send, chunk=GROUPS_PER_REQUEST, timeout_s=timeout_s, doing="reading group offsets"
+    )
+    errors = [
+        GroupError(g, f"reading offsets of group {g!r}: {describe(err)}", err.code())
+        for g, err in sorted(got.errors.items())
+    ]
+    out = {
+        group: {
             (tp.topic, tp.partition): (tp.offset, tp.metadata or "")
-            for tp in parts
+            for tp in result.topic_partitions or []
             if tp.error is None and tp.offset >= 0
         }
+        for group, result in got.values.items()
+    }
     return out, errors
 
 
@@ -107,58 +118,54 @@ def group_states(
     admin: AdminClient, groups: Iterable[str], timeout_s: float
 ) -> dict[str, GroupState]:
     """State and member count per group; a group the cluster does not know is DEAD."""
-    wanted = list(groups)
-    if not wanted:
-        return {}
-    futures = admin.describe_consumer_groups(wanted, request_timeout=timeout_s)
-    out: dict[str, GroupState] = {}
-    for group, future in futures.items():
-        try:
-            desc = future.result()
-        except KafkaException as exc:
-            why, code = _why(exc)
-            raise GroupError(group, f"describing group {group!r}: {why}", code) from None
-        members = len(desc.members or [])
-        if desc.state not in _IDLE:
-            members = max(members, 1)
-        topics = frozenset(
-            tp.topic
-            for m in desc.members or []
-            if m.assignment is not None
-            for tp in m.assignment.topic_partitions or []
-        )
-        out[group] = GroupState(desc.state.name, members, topics)
-    return out
+
+    def send(chunk: list[str], request_s: float) -> dict[str, Future[Any]]:
+        return admin.describe_consumer_groups(chunk, request_timeout=request_s)
+
+    got = ask(
+        groups, send, chunk=GROUPS_PER_REQUEST, timeout_s=timeout_s, doing="describing groups"
+    )
+    if got.errors:
+        group = min(got.errors)
+        err = got.errors[group]
+        raise GroupError(group, f"describing group {group!r}: {describe(err)}", err.code())
+    return {group: _state(desc) for group, desc in got.values.items()}
+
+
+def _state(desc: ConsumerGroupDescription) -> GroupState:
+    members = len(desc.members or [])
+    if desc.state not in _IDLE:
+        members = max(members, 1)
+    topics = frozenset(
+        tp.topic
+        for m in desc.members or []
+        if m.assignment is not None
+        for tp in m.assignment.topic_partitions or []
+    )
+    return GroupState(desc.state.name, members, topics)
 
 
 def alter_offsets(
     admin: AdminClient, commits: Mapping[str, Mapping[TP, Committed]], timeout_s: float
 ) -> list[GroupError]:
     """Commit offsets (with metadata) to each group; one error per group that failed."""
-    futures = {
-        group: admin.alter_consumer_group_offsets(
-            [
-                ConsumerGroupTopicPartitions(
-                    group,
-                    [
-                        TopicPartition(t, p, o, metadata)
-                        for (t, p), (o, metadata) in offsets.items()
-                    ],
-                )
-            ],
-            request_timeout=timeout_s,
-        )[group]
-        for group, offsets in commits.items()
-        if offsets
-    }
-    errors: list[GroupError] = []
-    for group, future in futures.items():
-        try:
-            result = future.result()
-        except KafkaException as exc:
-            why, code = _why(exc)
-            errors.append(GroupError(group, f"committing offsets of group {group!r}: {why}", code))
-            continue
+
+    def send(chunk: list[str], request_s: float) -> dict[str, Future[Any]]:
+        return {group: _alter(admin, group, commits[group], request_s) for group in chunk}
+
+    wanted = [group for group, offsets in commits.items() if offsets]
+    got = ask(
+        wanted,
+        send,
+        chunk=GROUPS_PER_REQUEST,
+        timeout_s=timeout_s,
+        doing="committing group offsets",
+    )
+    errors = [
+        GroupError(g, f"committing offsets of group {g!r}: {describe(err)}", err.code())
+        for g, err in sorted(got.errors.items())
+    ]
+    for group, result in sorted(got.values.items()):
         failed = [tp for tp in result.topic_partitions or [] if tp.error is not None]
         if failed:
             tp = failed[0]
@@ -172,3 +179,12 @@ def alter_offsets(
                 )
             )
     return errors
+
+
+def _alter(
+    admin: AdminClient, group: str, offsets: Mapping[TP, Committed], request_s: float
+) -> Future[Any]:
+    request = ConsumerGroupTopicPartitions(
+        group, [TopicPartition(t, p, o, metadata) for (t, p), (o, metadata) in offsets.items()]
+    )
+    return admin.alter_consumer_group_offsets([request], request_timeout=request_s)[group]

@@ -31,12 +31,13 @@ from k2k.coordination.controltopics import assignment_member, ensure_control_top
 from k2k.errors import ClusterError, K2KError
 from k2k.formats.cutover import CutoverRecord
 from k2k.kafka import TP
+from k2k.kafka.bulk import named
 from k2k.kafka.factory import build_producer
 from k2k.kafka.groups import committed_offsets, group_states, list_groups
 from k2k.kafka.murmur2 import murmur2_partition
 from k2k.migration.confidence import classify_groups
 from k2k.migration.counting import replicated_counts
-from k2k.migration.cutpoint import named, wait_for_cut
+from k2k.migration.cutpoint import wait_for_cut
 from k2k.migration.report import CutoverReport, PartitionLeft
 from k2k.offsetmapping.app import OffsetMappingApp
 from k2k.offsetmapping.index import PartitionIndex
@@ -272,7 +273,7 @@ class Cutover:
             if now >= deadline:
                 raise CutoverRefused(
                     f"drain: progress did not reach the cut within --timeout "
-                    f"({self.options.timeout_s:g} s) on {named(sorted(behind))}; expected a "
+                    f"({self.options.timeout_s:g} s) on {named(behind, most=8)}; expected a "
                     "running k2k start of the pipeline (or none: the command copies itself)"
                 )
             if now - told >= 5:

@@ -14,8 +14,9 @@ from collections.abc import Callable
 from k2k.errors import K2KError
 from k2k.kafka import TP
 from k2k.kafka.admin import ClusterView
+from k2k.kafka.bulk import named
 
-__all__ = ["SourceStillMoving", "named", "wait_for_cut"]
+__all__ = ["SourceStillMoving", "wait_for_cut"]
 
 #: How often the source end offsets are read while waiting.
 POLL_S = 0.5
@@ -44,13 +45,13 @@ def wait_for_cut(
         if now >= deadline:
             raise SourceStillMoving(
                 f"the source did not stand still within --timeout ({timeout_s:g} s): "
-                f"{named(last_moving)} still moving or in an open transaction; expected its "
+                f"{named(last_moving, most=8)} still moving or in an open transaction; expected its "
                 "producers stopped (k2k never writes to the source: stopping them is your step)"
             )
         if moving and now - told >= 5:
             told = now
             say(
-                f"waiting for the source to stand still: {named(moving)} moving; stop its producers"
+                f"waiting for the source to stand still: {named(moving, most=8)} moving; stop its producers"
             )
         time.sleep(POLL_S)
         new_ends, open_ = _ends(source, tps)
@@ -66,10 +67,3 @@ def _ends(source: ClusterView, tps: list[TP]) -> tuple[dict[TP, int], list[TP]]:
     stable = source.offsets(tps, "latest")
     high = source.offsets(tps, "latest", committed_only=False)
     return stable, sorted(tp for tp in tps if high.get(tp) != stable.get(tp))
-
-
-def named(tps: list[TP], most: int = 8) -> str:
-    """Partitions for a message: the first ``most``, then how many more."""
-    names = [f"{t}[{p}]" for t, p in tps[:most]]
-    more = f" and {len(tps) - most} more" if len(tps) > most else ""
-    return ", ".join(names) + more

@@ -31,6 +31,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 
+from confluent_kafka.admin import NewTopic
+
 from k2k.config import PipelineConfig
 from k2k.errors import K2KError, ReplicationError, TopicError
 from k2k.kafka import TP
@@ -182,7 +184,7 @@ class Discovery:
         pass (a failed lease is planned again then: the change is the likely cause).
         A cluster that does not answer counts as no change."""
         try:
-            return self.source.topic_ids(self.selected) != self.topic_ids()
+            return self.source.topic_ids(self.selected, retry=False) != self.topic_ids()
         except K2KError:
             return False
 
@@ -190,6 +192,7 @@ class Discovery:
         """True when a selected, routed topic appeared, changed its partition count, was
         deleted or re-created (a new topic id), or the target topic of one was.
 
+        Asked once, never retried here: a lease's watch must not wait on a settling cluster.
         A failed check counts as no change (the next check retries): a failed listing of
         the source is logged; the target's is not, as it fails only while the target does
         not answer, which k2k.observability.reachability reports once."""
@@ -203,7 +206,7 @@ class Discovery:
         if not self.target_ids or not self.target.answering:
             return False
         try:
-            return self.target.topic_ids(self.target_ids) != self.target_ids
+            return self.target.topic_ids(self.target_ids, retry=False) != self.target_ids
         except K2KError:
             return False
 
@@ -217,7 +220,7 @@ class Discovery:
             known = self.selected.get(name)
             if known is None or known.partitions != info.partitions:
                 return True
-        return self.source.topic_ids(self.selected) != self.topic_ids()
+        return self.source.topic_ids(self.selected, retry=False) != self.topic_ids()
 
     # -- steps ---------------------------------------------------------------------------
 
@@ -259,8 +262,10 @@ class Discovery:
         return selected
 
     def _ensure_targets(self, topics: Mapping[str, TopicInfo]) -> None:
-        """Step 3: create (``autoCreateTopics``) or check the target topic of every new
-        source topic. Several source topics may share one target (many-to-one routing)."""
+        """Step 4: create (``autoCreateTopics``), grow or check the target topic of every new
+        source topic, in chunked requests (:meth:`ClusterView.create_topics
+        <k2k.kafka.admin.ClusterView.create_topics>`), until the cluster shows them all.
+        Several source topics may share one target (many-to-one routing)."""
         wanted: dict[str, int] = {}
         first_source: dict[str, TopicInfo] = {}
         for name, info in topics.items():
@@ -268,17 +273,22 @@ class Discovery:
             wanted[target] = max(wanted.get(target, 0), info.partitions)
             first_source.setdefault(target, info)
         existing = self.target.topics()
-        for target, partitions in wanted.items():
-            if target in existing:
-                self._check_target(target, existing[target].partitions, partitions)
-            else:
-                self._create_target(target, partitions, first_source[target])
+        grow: dict[str, int] = {}
+        for target, partitions in sorted(wanted.items()):
+            if target in existing and self._must_grow(target, existing[target], partitions):
+                grow[target] = partitions
+        if grow:
+            self.target.add_partitions(grow)
+        missing = {t: first_source[t] for t in sorted(wanted) if t not in existing}
+        if missing:
+            self._create_targets(missing, wanted)
 
-    def _check_target(self, target: str, have: int, partitions: int) -> None:
+    def _must_grow(self, target: str, info: TopicInfo, partitions: int) -> bool:
         """An existing target topic must hold every source partition (``partition: source``):
         with ``autoCreateTopics`` it is grown to the source's count, else that is an error."""
+        have = info.partitions
         if self.cfg.replication.sink.partition != "source" or have >= partitions:
-            return
+            return False
         if not self.cfg.features.auto_create_topics:
             raise TopicError(
                 f"target topic {target!r} has {have} partitions but source partitions up "
@@ -287,8 +297,7 @@ class Discovery:
                 f"(k2k then adds them), or use partition: hash"
             )
         log.info("growing target topic %s from %d to %d partitions", target, have, partitions)
-        self.target.add_partitions(target, partitions)
-        self.target.wait_for_topic(target, partitions)
+        return True
 
     # -- the topic lifecycle -------------------------------------------------------------
 
@@ -401,47 +410,60 @@ class Discovery:
                 f"to continue from the committed positions"
             )
 
-    def _create_target(self, target: str, partitions: int, source: TopicInfo) -> None:
-        """Create ``target`` like ``source`` (partitions, replication factor, its own topic
-        configs) under ``topicCreation.replicated``, when ``features.autoCreateTopics`` allows
-        it. ``partitions``: the most partitions of the source topics routed to it."""
+    def _create_targets(self, missing: Mapping[str, TopicInfo], wanted: Mapping[str, int]) -> None:
+        """Create each target topic of ``missing`` like its source topic (partitions,
+        replication factor, its own topic configs) under ``topicCreation.replicated``, when
+        ``features.autoCreateTopics`` allows it; ``wanted``: the most partitions of the
+        source topics routed to each."""
         cfg = self.cfg
         if not cfg.features.auto_create_topics:
+            target = next(iter(missing))
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
             raise TopicError(
-                f"target topic {target!r} (for source topic {source.name!r}) is "
-                f"missing on the target cluster at {self.target.bootstrap}; create it or set "
-                f"features.autoCreateTopics: enabled"
+                f"target topic {target!r} (for source topic {missing[target].name!r}) is "
+                f"missing on the target cluster at {self.target.bootstrap}{more}; create it or "
+                f"set features.autoCreateTopics: enabled"
             )
-        creation = cfg.topic_creation.replicated
-        mirrored = creation.mirrors_replication_factor()
+        own = self.source.configs({s.name for s in missing.values()}, own_only=True)
+        new = [
+            self._new_target(target, wanted[target], source, own[source.name])
+            for target, source in missing.items()
+        ]
+        log.info("creating %d target topic(s)", len(new))
+        try:
+            self.target.create_topics(new)
+        except TopicError as exc:
+            if not cfg.topic_creation.replicated.mirrors_replication_factor():
+                raise
+            raise TopicError(
+                f"{exc} (replication factors mirrored from the source topics; set "
+                "topicCreation.replicated.replication, -1 for the target broker's default)"
+            ) from None
+
+    def _new_target(
+        self, target: str, partitions: int, source: TopicInfo, own: Mapping[str, str]
+    ) -> NewTopic:
+        """The target topic for ``source`` as ``topicCreation.replicated`` resolves it."""
         replicas = source.replication_factor or -1  # unknown: the target broker's default
-        own = self.source.non_default_configs(source.name)
-        settings = creation.resolve(partitions, replicas, own)
-        if cfg.replication.sink.partition == "source" and settings.partitions < partitions:
+        settings = self.cfg.topic_creation.replicated.resolve(partitions, replicas, dict(own))
+        if self.cfg.replication.sink.partition == "source" and settings.partitions < partitions:
             raise TopicError(
                 f"topicCreation.replicated asks for {settings.partitions} partitions but source "
                 f"topic {source.name!r} has {partitions} (partition: source needs at least as "
                 "many)"
             )
-        log.info(
+        log.debug(
             "creating target topic %s (%d partitions, replication factor %d)",
             target,
             settings.partitions,
             settings.replication_factor,
         )
-        try:
-            self.target.create_topic(
-                target, settings.partitions, settings.replication_factor, settings.configs
-            )
-        except TopicError as exc:
-            if not mirrored:
-                raise
-            raise TopicError(
-                f"{exc} (replication factor {settings.replication_factor} mirrored from source "
-                f"topic {source.name!r}; set topicCreation.replicated.replication, -1 for the "
-                "target broker's default)"
-            ) from None
-        self.target.wait_for_topic(target)
+        return NewTopic(
+            target,
+            settings.partitions,
+            settings.replication_factor,
+            config=dict(settings.configs),
+        )
 
     def _resolve_starts(
         self,

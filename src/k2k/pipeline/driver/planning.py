@@ -141,7 +141,9 @@ class LiveProgress:
             # Continuous mode: refresh the source's end offsets for the lag shown live.
             self._next_latest_refresh = now + _LAG_REFRESH_S
             try:
-                planning.latest = self.source.offsets(list(planning.latest), "latest")
+                # Asked once: a partition without a leader must not hold the tick.
+                latest = self.source.offsets(list(planning.latest), "latest", retry=False)
+                planning.latest = latest
             except K2KError as exc:
                 # The lag shown keeps its last value. Every 2 s during an outage: the outage
                 # itself is reported once, by k2k.observability.reachability.

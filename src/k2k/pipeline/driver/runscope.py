@@ -2,8 +2,9 @@
 
 Runs on: driver, once per ``k2k start``. :func:`open_run` prepares a run step by step: both
 clusters answer and the control topics exist, the cluster watch starts, this member joins
-its commit group, MM2 heartbeats and checkpoints start, committed progress is read, the
-first discovery runs, metrics start (``-t``), Spark runs and the lease channel listens.
+its commit group, MM2 heartbeats and checkpoints start, Spark starts (in the background,
+beside the next two steps), committed progress is read, the first discovery runs, metrics
+start (``-t``), Spark runs and the lease channel listens.
 A pipeline that ``k2k cutover`` drained stops at the join
 (:class:`~k2k.pipeline.driver.cutover.CutOver`): before Spark, progress and the MM2
 services, having written nothing but its own member records.
@@ -135,6 +136,7 @@ def open_run(
         for service in (heartbeats, checkpoints):
             if service is not None:
                 service.start()
+        spark.begin()  # the slow step, beside reading progress and the first discovery
         progress = _load_progress(cfg, planning, stack)
         _first_discovery(discovery, planning, stats, options.until_caught_up)
         template = _lease_template(cfg, options.member, control_topics)
@@ -310,30 +312,63 @@ def _start_metrics(
 class _RunSpark:
     """The SparkContext leases run on: the caller's, or the one this process runs already,
     or one started here, the only kind the run stops. On the stack before anything else,
-    so it stops last."""
+    so it stops last.
+
+    Started from a thread of its own (:meth:`begin`) while the driver reads progress and
+    discovers topics, so start-up waits for the slower of the two rather than for both;
+    PySpark leaves the SIGINT handler alone off the main thread."""
 
     def __init__(self, cfg: PipelineConfig, options: RunOptions) -> None:
         self.cfg = cfg
         self.given = options.spark
         self.after_start = options.after_spark_start
         self._started: SparkContext | None = None
+        self._thread: threading.Thread | None = None
+        self._sc: SparkContext | None = None
+        self._failed: BaseException | None = None
 
-    def context(self) -> SparkContext:
-        if self.given is not None:
-            return self.given
+    def begin(self) -> None:
+        """Start Spark in the background (nothing to start with the caller's context)."""
+        if self.given is None and self._thread is None:
+            self._thread = threading.Thread(target=self._start, name="k2k-spark-start")
+            self._thread.start()
+
+    def _start(self) -> None:
         cfg = self.cfg
         log.info("starting Spark")
-        owned = not spark_context_running()  # else the embedding program's
-        sc = start_spark(f"k2k:{cfg.name}", cfg.spark.master, dict(cfg.spark.conf))
+        try:
+            owned = not spark_context_running()  # else the embedding program's
+            sc = start_spark(f"k2k:{cfg.name}", cfg.spark.master, dict(cfg.spark.conf))
+        except BaseException as exc:  # raised again on the driver's thread by context()
+            self._failed = exc
+            return
+        self._sc = sc
         if owned:
             self._started = sc
         # The real master: spark-submit's, when it launched k2k (see start_spark).
         log.info("Spark started (master %s)", sc.master)
+
+    def context(self) -> SparkContext:
+        """The context, once started (waits for :meth:`begin`'s start, or starts it)."""
+        if self.given is not None:
+            return self.given
+        self.begin()
+        assert self._thread is not None
+        self._thread.join()
+        if self._failed is not None:
+            raise self._failed
+        sc = self._sc
+        assert sc is not None
         if self.after_start is not None:
             self.after_start()  # e.g. take SIGINT back from PySpark's own handler
+            self.after_start = None
         return sc
 
     def close(self) -> None:
+        """Stop the context started here, once its start is over (a start cannot be
+        interrupted half-way)."""
+        if self._thread is not None:
+            self._thread.join()
         if self._started is not None:
             # Best effort on the way out: must not hide the error that ended the run.
             with contextlib.suppress(Exception):

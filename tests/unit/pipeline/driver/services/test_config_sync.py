@@ -15,12 +15,16 @@ class _Cluster:
     """A cluster's topic configs, as ClusterView answers them (no broker: decisions only)."""
 
     def __init__(self, configs: dict[str, dict[str, str]]) -> None:
-        self.configs = configs
+        self.own = configs
         self.answering = True
+        #: The topics of each configs read, in order.
+        self.reads: list[list[str]] = []
         self.altered: list[tuple[str, dict[str, str], frozenset[str]]] = []
 
-    def non_default_configs(self, topic: str) -> dict[str, str]:
-        return dict(self.configs[topic])
+    def configs(self, topics, own_only: bool = False, retry: bool = True):
+        assert own_only  # the sync compares the topics' own configs only
+        self.reads.append(sorted(topics))
+        return {topic: dict(self.own[topic]) for topic in topics}
 
     def alter_topic_configs(self, topic: str, updates: dict[str, str], removals) -> None:
         self.altered.append((topic, dict(updates), frozenset(removals)))
@@ -93,9 +97,9 @@ class _Failing(_Cluster):
         super().__init__({})
         self.answering_after = answering_after
 
-    def non_default_configs(self, topic: str) -> dict[str, str]:
+    def configs(self, topics, own_only: bool = False, retry: bool = True):
         self.answering = self.answering_after
-        raise ClusterError(f"target cluster at x:1: describing topic {topic} timed out")
+        raise ClusterError(f"target cluster at x:1: describing topics {sorted(topics)} timed out")
 
 
 def test_a_failed_sync_is_a_warning_or_debug_when_a_cluster_stopped_answering(caplog):
@@ -107,8 +111,8 @@ def test_a_failed_sync_is_a_warning_or_debug_when_a_cluster_stopped_answering(ca
         sync = _sync(creation, _Cluster({"a": {}}), target, lambda: float(next(now)))
         with caplog.at_level(logging.DEBUG, logger="k2k.planner"):
             sync.maybe_sync({"a": "b"})  # due: fails inside, logged, not raised
-        assert [(r.levelno, r.getMessage()[:40]) for r in caplog.records] == [
-            (level, "topic config sync of b from source topic")
+        assert [(r.levelno, r.getMessage()[:45]) for r in caplog.records] == [
+            (level, "topic config sync of 1 target topic(s) failed")
         ]
 
 
@@ -123,3 +127,18 @@ def test_no_sync_while_a_cluster_does_not_answer_and_one_as_soon_as_it_does():
     target.answering = True
     sync.maybe_sync({"a": "b"})
     assert target.altered == [("b", {"retention.ms": "1"}, frozenset())]
+
+
+def test_one_pass_reads_the_configs_of_all_topics_at_once_per_cluster():
+    creation = ReplicatedTopicCreation.model_validate({"configSyncInterval": "1 second"})
+    names = [f"t{i}" for i in range(5)]
+    source = _Cluster({n: {"retention.ms": str(i)} for i, n in enumerate(names)})
+    target = _Cluster({f"x.{n}": {"retention.ms": "0"} for n in names})
+    now = itertools.count(0, 2)
+    sync = _sync(creation, source, target, lambda: float(next(now)))
+    sync.maybe_sync({n: f"x.{n}" for n in names})
+    assert source.reads == [names]
+    assert target.reads == [[f"x.{n}" for n in names]]
+    assert [(t, u) for t, u, _ in target.altered] == [
+        (f"x.{n}", {"retention.ms": str(i)}) for i, n in enumerate(names) if i
+    ]
