@@ -101,11 +101,7 @@ LEAVE_WAIT_S = 5.0
 
 
 class StandDown(K2KError):
-    """This process must stop: a newer session of the same member name took over.
-
-    Not internal: the run ends with it, so the command line prints it (exit 1); the
-    planner and ``k2k offsets`` only note on the way out that the name is no longer theirs.
-    """
+    """This process must stop: a newer session of its member name took over (printed, exit 1)."""
 
 
 def default_member_name() -> str:
@@ -380,11 +376,7 @@ class Assignment:
         if self._beats is None:
             self._beats = threading.Thread(target=self._beat, name="k2k-heartbeat", daemon=True)
             self._beats.start()
-        try:
-            self._tail.catch_up(self._apply)
-        except SyncTimeout as exc:
-            raise Unavailable(f"{exc} (coordination.assignment.topic)") from None
-        self._check_session()
+        self.peek()
 
     def peek(self) -> None:
         """Read everything up to now without joining (no heartbeat: no member sees us)."""
@@ -392,6 +384,7 @@ class Assignment:
             self._tail.catch_up(self._apply)
         except SyncTimeout as exc:
             raise Unavailable(f"{exc} (coordination.assignment.topic)") from None
+        self._check_session()
 
     def tick(self) -> None:
         """Read what arrived (non-blocking)."""

@@ -128,7 +128,10 @@ def open_run(
             Membership(cfg, options.member, options.standby, control_topics.assignment)
         )
         membership.refuse_if_cut_over()  # CutOver once k2k cutover drained the pipeline
-        # Spark before the join: other members hand this one its share once it joined, and
+        spark.begin()  # the slow step, beside reading progress and the first discovery
+        progress = _load_progress(cfg, planning, stack)
+        _first_discovery(discovery, planning, stats, options.until_caught_up)
+        # Join once Spark is up: other members hand this one its share at the join, and
         # those partitions wait for its first lease (docs/architecture.md#leases-that-do-not-stop).
         sc = spark.context()
         log.info("joining commit group %s", cfg.commit_group)
@@ -136,9 +139,6 @@ def open_run(
         for service in (heartbeats, checkpoints):
             if service is not None:
                 service.start()
-        spark.begin()  # the slow step, beside reading progress and the first discovery
-        progress = _load_progress(cfg, planning, stack)
-        _first_discovery(discovery, planning, stats, options.until_caught_up)
         template = _lease_template(cfg, options.member, control_topics)
         metrics = None
         if options.telemetry:

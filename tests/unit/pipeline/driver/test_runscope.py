@@ -168,8 +168,8 @@ def test_a_step_that_fails_closes_what_was_opened_before_it(
     fixture = _Fixture(monkeypatch, fail_join=ClusterError("no answer"))
     with pytest.raises(ClusterError), fixture.open():
         pytest.fail("the scope opened although joining failed")
-    # No progress store yet; Spark starts before the join (others hand over at the join).
-    assert fixture.closed == ["membership", "watch", "spark"]
+    # Progress was read and Spark started before the join (others hand over at the join).
+    assert fixture.closed == ["progress", "membership", "watch", "spark"]
 
 
 def test_a_newer_session_of_our_name_leaves_the_assignment_topic_alone(
