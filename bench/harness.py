@@ -104,7 +104,7 @@ from bench.long_w2 import (
 )
 from bench.mm2 import MirrorMaker2AtLeastOnce, MirrorMaker2ExactlyOnce
 from bench.spark_sss import SparkStructuredStreaming
-from bench.topics import ADMIN_BATCH, create_topics, delete_topics, end_offsets_many
+from bench.topics import ADMIN_BATCH, bulk_producer, create_topics, delete_topics, end_offsets_many
 from bench.w3 import Digests, ManyReader, ManyTopics, digest_many, load, wait_files_gone
 from k2k.config.durations import parse_duration
 from k2k.kafka.factory import CONSUMER_DEFAULTS
@@ -285,15 +285,7 @@ def preload(bootstrap: str, topic: str, records: int, value_size: int) -> dict[i
     create_topic(bootstrap, topic, PARTITIONS)
     rng = random.Random(records)
     values = [rng.randbytes(value_size) for _ in range(997)]
-    p = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "linger.ms": 50,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 1_000_000,
-            "enable.idempotence": True,
-        }
-    )
+    p = bulk_producer(bootstrap)
     t0 = time.monotonic()
     base_ts = int(time.time() * 1000) - 3_600_000  # recent: old stamps fall to retention
     headers = [("bench", b"k2k")]

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 __all__ = [
@@ -160,3 +160,16 @@ def end_offsets_many(
         except KafkaException:
             continue  # not there yet: the caller polls again
     return out
+
+
+def bulk_producer(bootstrap: str) -> Producer:
+    """An idempotent producer for loading backlogs: large batches, a deep queue."""
+    return Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 50,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+            "enable.idempotence": True,
+        }
+    )

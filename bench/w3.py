@@ -38,10 +38,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from bench.topics import ADMIN_BATCH, create_topics, delete_topics, end_offsets_many
+from bench.topics import ADMIN_BATCH, bulk_producer, create_topics, delete_topics, end_offsets_many
 from k2k.kafka.factory import CONSUMER_DEFAULTS
 from k2k.kafka.produce import produce_when_room
 from k2k.local import free_port, start_pair
@@ -114,15 +114,7 @@ def load(
     round-robin without the metadata read, 47 s with it, 26 s partition by partition."""
     rng = random.Random(per_partition)
     values = [rng.randbytes(size) for _ in range(997)]
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "linger.ms": 50,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 1_000_000,
-            "enable.idempotence": True,
-        }
-    )
+    producer = bulk_producer(bootstrap)
     t0 = time.monotonic()
     producer.list_topics(timeout=60)
     base_ts = int(time.time() * 1000) - 3_600_000  # recent: old stamps fall to retention

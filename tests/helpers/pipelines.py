@@ -57,6 +57,22 @@ def pipeline_dict(clusters, name: str, topic: Any, **sections: Any) -> dict[str,
     return deep_merge(doc, sections)
 
 
+def latest_progress(target: str, doc: dict[str, Any]) -> dict[tuple[str, int], Any]:
+    """The newest committed progress record of ``doc``'s pipeline per source partition."""
+    store = ProgressStore(
+        {"bootstrap.servers": target},
+        doc["coordination"]["commit"]["topic"],
+        doc["name"],
+        sync_timeout_s=30,
+        on_sync_timeout="fail",
+        on_bad_record="fail",
+    )
+    try:
+        return store.load()
+    finally:
+        store.close()
+
+
 def write_pipeline(tmp_path: Path, doc: dict[str, Any], name: str = "pipeline.yaml") -> Path:
     path = tmp_path / name
     path.write_text(yaml.safe_dump(doc, sort_keys=False))

@@ -12,9 +12,8 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from k2k.coordination.progress import ProgressStore
 from tests.helpers.kafka import create_topic, eventually, produce, read_all
-from tests.helpers.pipelines import K2K, pipeline_dict, write_pipeline
+from tests.helpers.pipelines import K2K, latest_progress, pipeline_dict, write_pipeline
 
 pytestmark = pytest.mark.integration
 
@@ -161,18 +160,7 @@ def _committed_by(
 ) -> str | None:
     """The member whose progress record of ``topic[partition]`` is the newest."""
     assert proc.poll() is None, proc.communicate()[1]
-    store = ProgressStore(
-        {"bootstrap.servers": clusters.target},
-        doc["coordination"]["commit"]["topic"],
-        doc["name"],
-        sync_timeout_s=30,
-        on_sync_timeout="fail",
-        on_bad_record="fail",
-    )
-    try:
-        record = store.load().get((topic, partition))
-    finally:
-        store.close()
+    record = latest_progress(clusters.target, doc).get((topic, partition))
     return record.owner if record is not None else None
 
 

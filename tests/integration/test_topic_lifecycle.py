@@ -21,12 +21,11 @@ from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from k2k.config import load_pipeline
-from k2k.coordination.progress import ProgressStore
 from k2k.errors import ReplicationError
 from k2k.pipeline.driver.discovery import Discovery
 from k2k.pipeline.driver.positions import StartPositions
 from tests.helpers.kafka import create_topic, eventually, list_topics, produce, read_all
-from tests.helpers.pipelines import BASE_TS, k2k_cli, pipeline_dict, write_pipeline
+from tests.helpers.pipelines import BASE_TS, k2k_cli, latest_progress, pipeline_dict, write_pipeline
 
 pytestmark = pytest.mark.integration
 
@@ -61,18 +60,7 @@ def _topic_id(bootstrap: str, topic: str) -> str:
 
 def _progress(target: str, doc: dict) -> dict:
     """The progress records of ``doc``'s pipeline: (topic, partition) -> record."""
-    store = ProgressStore(
-        {"bootstrap.servers": target},
-        doc["coordination"]["commit"]["topic"],
-        doc["name"],
-        sync_timeout_s=30,
-        on_sync_timeout="fail",
-        on_bad_record="fail",
-    )
-    try:
-        return store.load()
-    finally:
-        store.close()
+    return latest_progress(target, doc)
 
 
 def _offsets(target: str, doc: dict, topic: str) -> dict[int, int]:
