@@ -291,11 +291,11 @@ class Planner:
         """Change a continuous lease in place: after a discovery (``discover``) or a change of
         members, the partitions this member lost are dropped by their slots and released,
         then the ones it gained are claimed and sent to the slots holding the fewest.
-        False when the lease must end instead: a stop, ``k2k cutover``, a partition claimed
-        by another member, a topic deleted or created again, or a slot that did not
-        acknowledge (docs/architecture.md#leases-that-do-not-stop)."""
+        False when the lease must end instead: a stop, ``k2k cutover``, a partition of this
+        member's share claimed by another member (one it is losing may be claimed before it
+        lets go), a topic deleted or created again, or a slot that did not acknowledge (docs/architecture.md#leases-that-do-not-stop)."""
         membership, discovery = scope.membership, scope.discovery
-        if self._stopping() or membership.assignment.claimed_elsewhere(watch.claims):
+        if self._stopping():
             return False
         if discover:
             self.stats.topics = self.planning.discover(discovery)
@@ -306,6 +306,8 @@ class Planner:
         if held - set(partitions):
             return False  # a topic was deleted: its runners may have failed on it already
         members, mine = membership.share(partitions)
+        if set(membership.assignment.claimed_elsewhere(watch.claims)) & mine:
+            return False  # claimed from under us although still ours: this member was frozen
         catalog = _catalog(discovery)
         leaving = held - mine
         if leaving:
