@@ -15,23 +15,47 @@ import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from k2k.errors import LocalClusterError
 
-__all__ = ["LOG_TAIL_LINES", "BrokerProcess", "start_watchdog", "tail"]
+__all__ = ["LOG_TAIL_LINES", "BrokerProcess", "NodeName", "start_watchdog", "tail"]
 
 LOG_TAIL_LINES = 20
 """How many lines of a JVM's output a failure quotes."""
+
+
+class NodeName(NamedTuple):
+    """How messages name one node. The node of a one-broker cluster is the cluster itself
+    (``NodeName("target")``: "target", "the target cluster"); in a larger cluster each node
+    is one of its brokers (``NodeName("target", 2)``: "target broker 2").
+
+    :param cluster: the cluster's name ("source", "target").
+    :param broker: the node id when the cluster has several brokers, else None.
+    """
+
+    cluster: str
+    broker: int | None = None
+
+    @property
+    def label(self) -> str:
+        """What starts the lines that say what start-up recovered from ("target: ...")."""
+        return self.cluster if self.broker is None else f"{self.cluster} broker {self.broker}"
+
+    @property
+    def noun(self) -> str:
+        """What a sentence calls it ("the target cluster on ... did not start")."""
+        return f"{self.cluster} cluster" if self.broker is None else self.label
 
 
 class BrokerProcess:
     """The broker JVM of one data dir, found through ``pid_file`` and recognised by its
     command line (``kafka.Kafka`` with ``server_properties``).
 
-    :param name: the cluster's label, for messages.
+    :param name: the node's name, for messages.
     """
 
-    def __init__(self, name: str, pid_file: Path, server_properties: Path) -> None:
+    def __init__(self, name: NodeName, pid_file: Path, server_properties: Path) -> None:
         self.name = name
         self.pid_file = pid_file
         self.server_properties = server_properties
@@ -133,7 +157,7 @@ class BrokerProcess:
                 _signal(-pid, signal.SIGKILL)
                 if not self._wait_exit(pid, 10.0):
                     raise LocalClusterError(
-                        f"the {self.name} cluster (pid {pid}) did not exit after SIGKILL"
+                        f"the {self.name.noun} (pid {pid}) did not exit after SIGKILL"
                     )
         self.pid_file.unlink(missing_ok=True)
         self._child = None
