@@ -40,6 +40,7 @@ __all__ = [
     "LocalCluster",
     "controller_count",
     "start_clusters",
+    "start_nodes",
     "start_pair",
     "stop_clusters",
     "stop_nodes",
@@ -368,6 +369,15 @@ def stop_clusters(clusters: Sequence[LocalCluster], timeout: float = 30.0) -> No
     Every broker gets its stop attempt even if another one fails; the first error is raised.
     """
     stop_nodes([node for cluster in clusters for node in cluster.nodes], timeout)
+
+
+def start_nodes(
+    nodes: Sequence[LocalNode], timeout: float = 60.0, announce: Announce | None = None
+) -> None:
+    """Start several brokers concurrently (say, one of each cluster after a drill killed
+    them) and return once all are ready; if one fails, the ones this call started are
+    stopped again. Their clusters were started before, so their storage is formatted."""
+    _start_together(nodes, timeout, announce)
 
 
 def stop_nodes(nodes: Sequence[LocalNode], timeout: float = 30.0) -> None:
