@@ -15,6 +15,7 @@ import signal
 import time
 from dataclasses import dataclass
 
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata
 
 from k2k.local import LocalCluster
@@ -84,14 +85,19 @@ def wait_in_sync(cluster: LocalCluster, node_id: int, timeout: float = IN_SYNC_T
     """Poll the metadata until broker ``node_id`` is registered and in the ISR of every
     partition it holds a replica of; the seconds it took.
 
-    Asked through the broker itself: it registered after its replicas left the ISRs, so
-    its metadata cannot show the ISRs from before it stopped.
+    Asked through the broker itself, with a new client each time (a client's first
+    metadata request goes to its bootstrap broker): the broker caught up with the metadata
+    log before it registered again, so it cannot show the ISRs from before it stopped, as
+    another broker's stale answer could.
     """
     started = time.monotonic()
-    admin = AdminClient({"bootstrap.servers": cluster.node(node_id).address, "log_level": "0"})
-    eventually(
-        lambda: out_of_sync(_metadata(admin), node_id), expected=[], timeout=timeout, interval=0.2
-    )
+    address = cluster.node(node_id).address
+
+    def missing() -> list[str]:
+        admin = AdminClient({"bootstrap.servers": address, "log_level": "0"})
+        return out_of_sync(_metadata(admin), node_id)
+
+    eventually(missing, expected=[], timeout=timeout, interval=0.2, ignore=(KafkaException,))
     return time.monotonic() - started
 
 
