@@ -58,13 +58,22 @@ def _metadata(admin: AdminClient) -> ClusterMetadata:
     return admin.list_topics(timeout=10)
 
 
+def _metadata_soon(admin: AdminClient) -> ClusterMetadata:
+    """Metadata, asked again when a request times out (it may have gone to a broker that
+    just died, or a starved machine answered late)."""
+    metadata: ClusterMetadata = eventually(
+        lambda: _metadata(admin), timeout=60, ignore=(KafkaException,)
+    )
+    return metadata
+
+
 def _admin(cluster: LocalCluster) -> AdminClient:
     return AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": "0"})
 
 
 def leaders(cluster: LocalCluster, topic: str) -> dict[int, int]:
     """Partition -> the node id of its leader (-1 while it has none)."""
-    partitions = _metadata(_admin(cluster)).topics[topic].partitions
+    partitions = _metadata_soon(_admin(cluster)).topics[topic].partitions
     return {p: meta.leader for p, meta in sorted(partitions.items())}
 
 
@@ -117,7 +126,7 @@ def wait_leaders_moved(cluster: LocalCluster, node_id: int, topics: list[str]) -
             if meta.leader in (node_id, -1)
         ]
 
-    eventually(stranded, expected=[], timeout=60, interval=0.2)
+    eventually(stranded, expected=[], timeout=60, interval=0.2, ignore=(KafkaException,))
     return time.monotonic() - started
 
 
