@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -244,6 +245,12 @@ class LocalCluster:
     def stop(self, timeout: float = 30.0) -> None:
         """Stop every broker (see :meth:`LocalNode.stop`), together.
 
+        Together, because each broker's clean shutdown waits for the controller quorum to
+        approve it (its leaders move first): brokers that ask at once are approved at once.
+        A broker that asks after most voters have gone waits for an approval that cannot
+        come (minutes, Kafka's own bound); once the quorum has been gone for
+        :data:`QUORUM_GONE_GRACE_S` it is killed instead (the next start recovers its logs).
+
         :raises LocalClusterError: a process survived SIGKILL (should not happen).
         """
         stop_nodes(self.nodes, timeout)
@@ -304,9 +311,42 @@ def _stop_started(nodes: Sequence[LocalNode], was_running: Sequence[bool]) -> No
 
 def _stop_together(nodes: Sequence[LocalNode], timeout: float) -> None:
     """Stop ``nodes`` concurrently; every one gets its attempt, the first error is raised."""
-    error = _together([functools.partial(node.stop, timeout) for node in nodes])
+    watches = {node.data_dir.parent: _QuorumGone(node.data_dir.parent, nodes) for node in nodes}
+    calls = [
+        functools.partial(node.stop, timeout, watches[node.data_dir.parent].gone)
+        if node.topology is not None
+        else functools.partial(node.stop, timeout)
+        for node in nodes
+    ]
+    error = _together(calls)
     if error is not None:
         raise error
+
+
+QUORUM_GONE_GRACE_S = 5.0
+"""How long a broker of a cluster whose controller quorum has gone (most voters exited) may
+still take to exit: enough to finish a shutdown the quorum approved before it went."""
+
+
+class _QuorumGone:
+    """Whether most controllers of the cluster in ``root`` have exited (or were not running:
+    voters missing from ``nodes`` count as gone), for :data:`QUORUM_GONE_GRACE_S` already:
+    a broker still waiting for approval of its controlled shutdown then never gets it.
+    Asked from every stopping node's thread."""
+
+    def __init__(self, root: Path, nodes: Sequence[LocalNode]) -> None:
+        mine = [n for n in nodes if n.data_dir.parent == root and n.topology is not None]
+        self._voters = len(mine[0].topology.voters) if mine and mine[0].topology else 0
+        self._stopping = [n for n in mine if n.topology and n.topology.controller_port]
+        self._since: float | None = None
+
+    def gone(self) -> bool:
+        if self._since is None:
+            alive = sum(voter.is_running() for voter in self._stopping)
+            if alive * 2 > self._voters:
+                return False
+            self._since = time.monotonic()
+        return time.monotonic() - self._since >= QUORUM_GONE_GRACE_S
 
 
 class ClusterPair(NamedTuple):
@@ -381,5 +421,7 @@ def start_nodes(
 
 
 def stop_nodes(nodes: Sequence[LocalNode], timeout: float = 30.0) -> None:
-    """Stop several brokers concurrently (see :func:`stop_clusters`)."""
+    """Stop several brokers concurrently (see :func:`stop_clusters`); a broker still waiting
+    for its controlled shutdown once its cluster's quorum has gone stops waiting (see
+    :meth:`LocalCluster.stop`)."""
     _stop_together(nodes, timeout)

@@ -239,15 +239,17 @@ class LocalNode:
             self.wait_while_exiting()
             return False
 
-    def stop(self, timeout: float = 30.0) -> None:
-        """Stop the JVM: SIGTERM (a clean shutdown), then SIGKILL after ``timeout`` seconds.
+    def stop(self, timeout: float = 30.0, give_up: Callable[[], bool] | None = None) -> None:
+        """Stop the JVM: SIGTERM (a clean shutdown), then SIGKILL after ``timeout`` seconds,
+        or once ``give_up()`` says the clean shutdown cannot finish (see
+        :meth:`LocalCluster.stop <k2k.local.cluster.LocalCluster.stop>`).
 
         Does nothing if the node is not running; a stale pid file is removed either way.
         After a clean shutdown, the class data the JVM recorded becomes the shared archive.
 
         :raises LocalClusterError: the process survived SIGKILL (should not happen).
         """
-        publish_class_data(self.data_dir, complete=self._broker.stop(timeout))
+        publish_class_data(self.data_dir, complete=self._broker.stop(timeout, give_up))
 
     def check_storage(self) -> None:
         """Refuse storage that holds data but has no valid ``meta.properties``.

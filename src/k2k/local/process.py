@@ -13,7 +13,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -141,9 +141,10 @@ class BrokerProcess:
         if owner_pid is not None:
             self._watchdog = start_watchdog(owner_pid, self._child.pid)
 
-    def stop(self, timeout: float) -> bool:
-        """SIGTERM (a clean shutdown), then SIGKILL after ``timeout`` seconds; the pid file
-        goes either way. True when a running JVM exited on SIGTERM.
+    def stop(self, timeout: float, give_up: Callable[[], bool] | None = None) -> bool:
+        """SIGTERM (a clean shutdown), then SIGKILL after ``timeout`` seconds, or as soon as
+        ``give_up()`` says the clean shutdown cannot finish; the pid file goes either way.
+        True when a running JVM exited on SIGTERM.
 
         :raises LocalClusterError: the process survived SIGKILL (should not happen).
         """
@@ -151,7 +152,7 @@ class BrokerProcess:
         clean = True
         if pid is not None:
             _signal(pid, signal.SIGTERM)
-            if not self._wait_exit(pid, timeout):
+            if not self._wait_exit(pid, timeout, give_up):
                 clean = False
                 # The JVM leads its own process group (start_new_session), so kill the group.
                 _signal(-pid, signal.SIGKILL)
@@ -167,8 +168,11 @@ class BrokerProcess:
             self._watchdog = None
         return clean and pid is not None
 
-    def _wait_exit(self, pid: int, timeout: float) -> bool:
-        """Poll until ``pid`` has exited (reaping it if it is our child); False on timeout."""
+    def _wait_exit(
+        self, pid: int, timeout: float, give_up: Callable[[], bool] | None = None
+    ) -> bool:
+        """Poll until ``pid`` has exited (reaping it if it is our child); False on timeout or
+        once ``give_up()`` is true."""
         deadline = time.monotonic() + timeout
         while True:
             if self._child is not None and self._child.pid == pid:
@@ -178,7 +182,7 @@ class BrokerProcess:
                     return True
             elif not _pid_alive(pid):
                 return True
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline or (give_up is not None and give_up()):
                 return False
             time.sleep(0.05)
 

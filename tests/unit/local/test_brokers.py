@@ -146,3 +146,41 @@ def test_up_refuses_port_ranges_that_overlap(tmp_path: Path) -> None:
         "each cluster takes 3 ports from its own on; choose ports at least 3 apart"
     ]
     assert not (tmp_path / "source").exists()
+
+
+class _Voter:
+    """A node of a three-voter cluster that stops, as ``_QuorumGone`` sees it."""
+
+    def __init__(self, root: Path, node_id: int, running: bool = True) -> None:
+        self.data_dir = root / f"broker-{node_id}"
+        self.topology = Topology(node_id, 3, VOTERS)
+        self.running = running
+
+    def is_running(self) -> bool:
+        return self.running
+
+
+def test_stragglers_stop_waiting_once_most_voters_are_gone(tmp_path: Path, monkeypatch) -> None:
+    """A broker still waiting for its controlled shutdown when two of three controllers
+    have exited can never be approved: the wait ends (after the grace)."""
+    from k2k.local import cluster
+
+    monkeypatch.setattr(cluster, "QUORUM_GONE_GRACE_S", 0.0)
+    voters = [_Voter(tmp_path, i) for i in (1, 2, 3)]
+    watch = cluster._QuorumGone(tmp_path, voters)  # type: ignore[arg-type]
+    assert not watch.gone()
+    voters[0].running = False
+    assert not watch.gone()  # two of three still form a quorum
+    voters[1].running = False
+    assert watch.gone()
+
+
+def test_a_voter_that_was_already_down_counts_as_gone(tmp_path: Path, monkeypatch) -> None:
+    from k2k.local import cluster
+
+    monkeypatch.setattr(cluster, "QUORUM_GONE_GRACE_S", 0.0)
+    stopping = [_Voter(tmp_path, 2), _Voter(tmp_path, 3)]  # broker 1 was killed before
+    watch = cluster._QuorumGone(tmp_path, stopping)  # type: ignore[arg-type]
+    assert not watch.gone()
+    stopping[0].running = False
+    assert watch.gone()
