@@ -44,7 +44,7 @@ PARTITIONS = 3
 #: Records per second the live load writes over the three partitions: enough that every
 #: restart and election lands mid-stream, few enough that reading the topics back to
 #: compare them stays a small part of the module's time.
-RATE = 250
+RATE = 150
 #: Both sides: a broker may be away while every partition keeps two replicas in sync.
 TOPIC_CONFIG = {"min.insync.replicas": "2"}
 #: Where each pipeline writes the source topic ``t``: ``<prefix>t`` on the target.
@@ -88,11 +88,13 @@ class Drill:
     source: dict[int, list[Rec]] = field(default_factory=dict)
 
     def start_load(self, seed: int) -> None:
-        """Chunks of 100 records at :data:`RATE`, about one in three a source transaction
-        (one in three of those aborted)."""
-        self.load = LiveLoad(
-            self.pair.source.bootstrap, self.topic, PARTITIONS, RATE, seed, chunk=100
-        )
+        """Chunks of 50 records at :data:`RATE`, about one in three a source transaction
+        (one in three of those aborted); a load that runs already (a drill run on its own
+        gets the module's first load) goes on."""
+        if self.load is None:
+            self.load = LiveLoad(
+                self.pair.source.bootstrap, self.topic, PARTITIONS, RATE, seed, chunk=50
+            )
 
     def stop_load(self) -> None:
         """Stop the load and add what it wrote to :attr:`written`."""
