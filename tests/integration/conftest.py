@@ -10,6 +10,9 @@
 * ``spark`` (session), ``own_source`` / ``own_target`` (function), ``tls_broker`` (session).
 * ``running_pipeline`` (function): ``k2k start`` as a process, returned once it committed
   the progress the test waits for; whatever the test left running is killed after it.
+* ``broker_clusters`` (session): a three-broker source and a three-broker target cluster,
+  started the first time a test asks for them (the drills that restart and kill brokers;
+  ``tests/helpers/brokers.py`` does that), always embedded.
 
 Every test that uses ``clusters`` is marked ``integration`` automatically, so
 ``pytest -m "not integration"`` runs exactly the tests that need no broker.
@@ -20,13 +23,14 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from k2k.local import LocalCluster, free_port
+from k2k.local import ClusterPair, LocalCluster, free_port
 from tests.helpers.kafka import Clusters
 from tests.helpers.pipelines import Progress, wait_for_progress
 from tests.helpers.procs import K2KProcess
@@ -47,7 +51,7 @@ _embedded: list[LocalCluster] = []
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test that needs real brokers, whether or not its module says so."""
     for item in items:
-        if "clusters" in getattr(item, "fixturenames", ()):
+        if {"clusters", "broker_clusters"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.integration)
 
 
@@ -84,6 +88,39 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
         yield Clusters(pair.source.bootstrap, pair.target.bootstrap)
     finally:
         _embedded.clear()
+        pair.stop()
+
+
+#: Brokers per cluster of ``broker_clusters``: three replicas, two in sync, so one broker
+#: at a time may be away.
+DRILL_BROKERS = 3
+
+
+@pytest.fixture(scope="session")
+def broker_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterPair]:
+    """A source and a target cluster of three brokers each, for the drills that stop and kill
+    brokers (so never clusters brought by the environment). Started only when a test asks:
+    six JVMs cost memory and CPU that most of the suite does not need. Heaps are small; the
+    drills' load is light."""
+    from k2k.local import ensure_kafka_installed, start_pair
+
+    ensure_kafka_installed()
+    started = time.monotonic()
+    pair = start_pair(
+        tmp_path_factory.mktemp("kafka-brokers"),
+        0,
+        0,
+        timeout=180,
+        brokers=DRILL_BROKERS,
+        heap="384m",
+        owner_pid=os.getpid(),  # brokers die with this session even if it is killed
+    )
+    print(
+        f"\n{DRILL_BROKERS}-broker source and target started in {time.monotonic() - started:.0f} s"
+    )
+    try:
+        yield pair
+    finally:
         pair.stop()
 
 

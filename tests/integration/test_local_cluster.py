@@ -220,9 +220,10 @@ def test_cli_up_twice_status_and_down_stop_exactly_those_brokers(clusters, tmp_p
         assert status.exit_code == 0, status.output
         rows = [line.split() for line in status.stdout.splitlines()]
         assert rows == [
-            ["CLUSTER", "STATE", "BOOTSTRAP", "PID", "DATA", "DIR"],
+            ["CLUSTER", "BROKER", "STATE", "ADDRESS", "PID", "DATA", "DIR"],
             [
                 "source",
+                "1",
                 "running",
                 f"127.0.0.1:{source_port}",
                 str(pids["source"]),
@@ -230,6 +231,7 @@ def test_cli_up_twice_status_and_down_stop_exactly_those_brokers(clusters, tmp_p
             ],
             [
                 "target",
+                "1",
                 "running",
                 f"127.0.0.1:{target_port}",
                 str(pids["target"]),
@@ -250,9 +252,9 @@ def test_cli_up_twice_status_and_down_stop_exactly_those_brokers(clusters, tmp_p
         assert _cluster_id(clusters.source) and _cluster_id(clusters.target)
 
         after = runner.invoke(local, ["status", "--data-dir", str(data)])
-        assert [line.split()[:2] for line in after.stdout.splitlines()[1:]] == [
-            ["source", "stopped"],
-            ["target", "stopped"],
+        assert [line.split()[:3] for line in after.stdout.splitlines()[1:]] == [
+            ["source", "1", "stopped"],
+            ["target", "1", "stopped"],
         ]
     finally:
         runner.invoke(local, ["down", "--data-dir", str(data)])  # never leak brokers on failure
@@ -349,8 +351,9 @@ def test_cli_up_replaces_a_stale_pid_file_and_finds_a_broker_without_one(
         assert status.stderr.splitlines() == [
             f"source: running as pid {pid} without a pid file; recorded it"
         ]
-        assert status.stdout.splitlines()[1].split()[:4] == [
+        assert status.stdout.splitlines()[1].split()[:5] == [
             "source",
+            "1",
             "running",
             f"127.0.0.1:{ports[0]}",
             str(pid),

@@ -327,12 +327,8 @@ class Assignment:
         self.view = AssignmentView(group, member, self.session, int(grace_s * 1000))
         self._producer_conf = dict(producer_conf)
         # Claims must be readable as soon as they are acknowledged: durable, unbatched.
-        self._producer = ready(
-            build_producer(
-                {**producer_conf, "acks": "all", "enable.idempotence": "true", "linger.ms": "0"}
-            ),
-            topic,
-        )
+        durable = {**producer_conf, "acks": "all", "enable.idempotence": "true", "linger.ms": "0"}
+        self._producer = ready(build_producer(durable), topic)
         self._tail = TopicTail(
             consumer_conf,
             topic,
@@ -433,6 +429,9 @@ class Assignment:
         """
         pending = self.view.previous_claims(claims)
         ids = self._write_claims(claims)
+        # Read them back: a view still without them (its tail lagging, as after the topic's
+        # leader was killed) shows our previous claims, which the lease takes for another's.
+        self.catch_up()
         to_fence = self._await_previous(pending, claims, stopping)
         if not stopping():
             self._fence(to_fence)

@@ -1,25 +1,26 @@
-"""Single-node Apache Kafka clusters (KRaft, broker and controller in one JVM) on loopback.
+"""Embedded Apache Kafka clusters (KRaft) on loopback: one broker by default, or several.
 
-Why one JVM per cluster: a combined node is the smallest real Kafka that does everything k2k
-needs (transactions, compaction, consumer groups), starts in a few seconds and fits in 512 MB.
-The demo and the tests run two of them, *source* and *target*, from :func:`start_pair`.
+Why one JVM by default: a combined broker and controller is the smallest real Kafka that does
+everything k2k needs (transactions, compaction, consumer groups), starts in a few seconds and
+fits in 512 MB. The demo and the tests run two of them, *source* and *target*, from
+:func:`start_pair`.
 
-A cluster lives entirely in its ``data_dir``::
+Why several brokers: leader elections, shrinking and growing ISRs and rolling restarts are what
+every production cluster goes through, and only a cluster of several brokers shows them. With
+``brokers=N`` the first three nodes are combined brokers and controllers, a three-voter quorum
+that keeps working while any one of them restarts (the point of a rolling restart); nodes 4 and
+up are brokers only. Two brokers get one voter: a quorum of two would stop whenever either node
+does, so it is no better than one. Replication follows the size: internal topics (and new
+topics by default) get ``min(3, N)`` replicas, one fewer of them in sync
+(:class:`~k2k.local.settings.Topology`).
 
-    server.properties   written on every start from the constructor's arguments
-    log4j2.yaml         quiet logging (warnings, errors, "started")
-    broker.log          the JVM's stdout and stderr (the previous run's is broker.log.1)
-    broker.pid          pid of the running JVM; how `k2k local down/status` find it
-    kraft/              log.dirs: metadata log and topic data (formatted on first start)
-
-:class:`LocalCluster` puts together the parts that live beside it: the settings it writes
-(:mod:`~k2k.local.settings`), the JVM's command line (:mod:`~k2k.local.launch`), the process
-(:mod:`~k2k.local.process`), the storage (:mod:`~k2k.local.storage`) and the wait until the
-broker is ready (:mod:`~k2k.local.readiness`).
+Layout: the only node of a one-broker cluster lives in the cluster's ``data_dir`` (see
+:mod:`k2k.local.node`); the nodes of a larger cluster in ``data_dir/broker-<id>/``.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -28,46 +29,66 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from k2k.errors import LocalClusterError
-from k2k.local.install import ensure_kafka_installed, find_java
-from k2k.local.launch import DEFAULT_JVM_OPTIONS, KafkaJvm, RunTool, publish_class_data
-from k2k.local.ports import HOST, free_port, port_is_free
-from k2k.local.process import LOG_TAIL_LINES, BrokerProcess, tail
-from k2k.local.readiness import unregister_stale_broker, wait_ready
-from k2k.local.settings import listener_ports, read_properties, write_config
-from k2k.local.storage import check_storage, prepare_storage
+from k2k.local.install import ensure_kafka_installed
+from k2k.local.node import Announce, LocalNode
+from k2k.local.ports import free_ports
+from k2k.local.process import LOG_TAIL_LINES
+from k2k.local.settings import Topology, listener_ports, read_properties, read_topology
+from k2k.local.storage import new_cluster_id
 
-__all__ = ["ClusterPair", "LocalCluster", "start_clusters", "start_pair", "stop_clusters"]
+__all__ = [
+    "ClusterPair",
+    "LocalCluster",
+    "controller_count",
+    "start_clusters",
+    "start_nodes",
+    "start_pair",
+    "stop_clusters",
+    "stop_nodes",
+]
 
-Announce = Callable[[str], None]
-"""Where :meth:`LocalCluster.start` reports what it recovered from (the CLI prints to stderr)."""
+MAX_VOTERS = 3
+"""Controllers of a cluster of three or more brokers (see the module docstring)."""
 
 
-def _silent(_message: str) -> None:
-    pass
+def controller_count(brokers: int) -> int:
+    """How many of a cluster's ``brokers`` are controllers too: three from three brokers up,
+    else one (a quorum of two tolerates no failure more than a quorum of one does).
+
+    >>> [controller_count(n) for n in (1, 2, 3, 5)]
+    [1, 1, 3, 3]
+    """
+    return MAX_VOTERS if brokers >= MAX_VOTERS else 1
+
+
+def _broker_dir(data_dir: Path, node_id: int) -> Path:
+    return data_dir / f"broker-{node_id}"
 
 
 class LocalCluster:
-    """One embedded Kafka cluster: a single KRaft node listening on ``127.0.0.1:<port>``.
+    """One embedded Kafka cluster of ``brokers`` KRaft nodes listening on ``127.0.0.1``.
 
-    Broker settings favour fast start-up and single-node correctness: replication factor 1 for
-    every internal topic, no group rebalance delay, ``auto.create.topics.enable=false`` (k2k must
-    create what it needs, as on a production cluster) and ``message.max.bytes`` of 10 MiB.
+    Broker settings favour fast start-up: no group rebalance delay,
+    ``auto.create.topics.enable=false`` (k2k must create what it needs, as on a production
+    cluster) and ``message.max.bytes`` of 10 MiB; replication as the module docstring says.
     ``broker_overrides`` are written last and win.
 
     :param name: label used in messages and by the CLI ("source", "target").
-    :param port: the PLAINTEXT listener port; 0 picks a free one now.
+    :param port: the PLAINTEXT listener port of broker 1; brokers 2, 3, ... listen on the ports
+        after it. 0 picks free ports.
     :param data_dir: where this cluster keeps everything (see the module docstring).
-    :param controller_port: the KRaft controller listener; None picks a free port at each start.
-    :param heap: JVM maximum heap (``-Xmx``), e.g. "512m" or "1g".
-    :param broker_overrides: extra or replacement ``server.properties`` entries.
-    :param jvm_options: GC/JIT options; defaults to :data:`DEFAULT_JVM_OPTIONS`.
-    :param owner_pid: stop the broker when this process ends, even if it is killed without a
-        chance to clean up (test sessions pass their own pid). None: the broker runs until
+    :param controller_port: the KRaft controller listener of a one-broker cluster; None picks a
+        free port at each start. A larger cluster picks its controllers' ports once, here.
+    :param heap: JVM maximum heap (``-Xmx``) of each broker, e.g. "512m" or "1g".
+    :param broker_overrides: extra or replacement ``server.properties`` entries (every broker).
+    :param jvm_options: GC/JIT options; defaults to :data:`~k2k.local.launch.DEFAULT_JVM_OPTIONS`.
+    :param owner_pid: stop the brokers when this process ends, even if it is killed without a
+        chance to clean up (test sessions pass their own pid). None: they run until
         :meth:`stop`, as ``k2k local up`` wants.
+    :param brokers: how many brokers (see the module docstring for their roles).
 
-    The JVM runs in its own session, so it outlives the process that started it (the ``k2k
-    local up`` command). Start-up maps the broker's class-data archive once one exists (see
-    :mod:`k2k.local.launch`).
+    The JVMs run in sessions of their own, so they outlive the process that started them
+    (the ``k2k local up`` command).
     """
 
     def __init__(
@@ -80,16 +101,34 @@ class LocalCluster:
         broker_overrides: Mapping[str, object] | None = None,
         jvm_options: Sequence[str] | None = None,
         owner_pid: int | None = None,
+        brokers: int = 1,
     ) -> None:
+        if brokers < 1:
+            raise LocalClusterError(f"a cluster needs at least one broker, got {brokers}")
+        options: dict[str, Any] = {
+            "heap": heap,
+            "broker_overrides": broker_overrides,
+            "jvm_options": jvm_options,
+            "owner_pid": owner_pid,
+        }
         self.name = name
-        self.port = port or free_port()
         self.data_dir = Path(data_dir).expanduser().resolve()
-        self.controller_port = controller_port
-        self.heap = heap
-        self.broker_overrides = dict(broker_overrides or {})
-        self.jvm_options = list(DEFAULT_JVM_OPTIONS if jvm_options is None else jvm_options)
-        self.owner_pid = owner_pid
-        self._broker = BrokerProcess(name, self.pid_file, self.server_properties)
+        if brokers == 1:
+            node = LocalNode(name, port, self.data_dir, controller_port, **options)
+            self.nodes: tuple[LocalNode, ...] = (node,)
+            return
+        ports = [port + i for i in range(brokers)] if port else free_ports(brokers)
+        voters = dict(enumerate(free_ports(controller_count(brokers), ports), start=1))
+        self.nodes = tuple(
+            LocalNode(
+                name,
+                node_port,
+                _broker_dir(self.data_dir, node_id),
+                topology=Topology(node_id, brokers, voters),
+                **options,
+            )
+            for node_id, node_port in enumerate(ports, start=1)
+        )
 
     def __repr__(self) -> str:
         return (
@@ -97,204 +136,217 @@ class LocalCluster:
             f"data_dir={str(self.data_dir)!r})"
         )
 
-    # -- files ---------------------------------------------------------------------------
+    # -- brokers -------------------------------------------------------------------------
     @property
     def bootstrap(self) -> str:
-        """``bootstrap.servers`` for clients: ``127.0.0.1:<port>``."""
-        return f"{HOST}:{self.port}"
+        """``bootstrap.servers`` for clients: every broker's ``127.0.0.1:<port>``, so a client
+        started while one broker is down still finds the cluster."""
+        return ",".join(node.address for node in self.nodes)
 
     @property
+    def port(self) -> int:
+        """Broker 1's listener port."""
+        return self.nodes[0].port
+
+    def node(self, node_id: int) -> LocalNode:
+        """The broker whose ``node.id`` is ``node_id`` (1 to the broker count)."""
+        for node in self.nodes:
+            if node.node_id == node_id:
+                return node
+        raise LocalClusterError(
+            f"the {self.name} cluster has brokers 1 to {len(self.nodes)}, not {node_id}"
+        )
+
+    # Broker 1's files and process: the whole cluster's when it has one broker.
+    @property
     def server_properties(self) -> Path:
-        return self.data_dir / "server.properties"
+        return self.nodes[0].server_properties
 
     @property
     def log_file(self) -> Path:
-        return self.data_dir / "broker.log"
+        return self.nodes[0].log_file
 
     @property
     def pid_file(self) -> Path:
-        return self.data_dir / "broker.pid"
+        return self.nodes[0].pid_file
 
     @property
     def log_dirs(self) -> Path:
-        return self.data_dir / "kraft"
+        return self.nodes[0].log_dirs
+
+    @property
+    def pid(self) -> int | None:
+        """Pid of broker 1's running JVM (the only one of a one-broker cluster), or None."""
+        return self.nodes[0].pid
 
     @classmethod
     def from_data_dir(cls, name: str, data_dir: str | os.PathLike[str]) -> LocalCluster | None:
         """Rebuild the cluster that last ran in ``data_dir`` (None if it never started there).
 
         Used by ``k2k local down/status`` in a later process than the one that started the
-        cluster: the ports come from the ``server.properties`` that start wrote.
+        cluster: the brokers and their ports come from the ``server.properties`` files that
+        start wrote.
         """
-        path = Path(data_dir).expanduser().resolve() / "server.properties"
-        try:
-            ports = listener_ports(read_properties(path))
-        except FileNotFoundError:
+        root = Path(data_dir).expanduser().resolve()
+        single = _node_from_properties(name, root, None)
+        if single is not None:
+            cluster = cls.__new__(cls)
+            cluster.name, cluster.data_dir, cluster.nodes = name, root, (single,)
+            return cluster
+        found = sorted(root.glob("broker-*/server.properties"))
+        nodes = [_node_from_properties(name, path.parent, len(found)) for path in found]
+        if not nodes or None in nodes:
             return None
-        if "PLAINTEXT" not in ports:
-            return None
-        return cls(name, ports["PLAINTEXT"], path.parent, controller_port=ports.get("CONTROLLER"))
+        cluster = cls.__new__(cls)
+        cluster.name, cluster.data_dir = name, root
+        cluster.nodes = tuple(sorted((n for n in nodes if n is not None), key=_node_id))
+        return cluster
 
     # -- state ---------------------------------------------------------------------------
-    @property
-    def pid(self) -> int | None:
-        """Pid of this cluster's running JVM, or None (no pid file, dead, or not ours)."""
-        return self._broker.pid
-
     def is_running(self) -> bool:
-        """Return True if this cluster's JVM is alive (it may still be starting up)."""
-        return self.pid is not None
+        """Return True if every broker's JVM is alive (some may still be starting up)."""
+        return all(node.is_running() for node in self.nodes)
 
-    def wait_while_exiting(self, timeout: float = 30.0) -> None:
-        """Wait while the process named in ``broker.pid`` is exiting (at most ``timeout`` s).
-
-        A JVM killed a moment ago does not exit at once: for a while it no longer looks like
-        our broker (its command line is gone) but still holds the listener port. ``k2k local
-        up`` right after a ``kill -9`` must wait for that instead of reporting the port as
-        taken by another program.
-        """
-        self._broker.wait_while_exiting(timeout)
-
-    def recover_pid_file(self) -> int | None:
-        """Rewrite a missing or stale ``broker.pid`` when this cluster's JVM still runs.
-
-        Finds the JVM by its command line (``kafka.Kafka`` with our ``server.properties``,
-        Linux ``/proc`` only), e.g. after ``broker.pid`` was deleted by hand. Returns the pid
-        it wrote, or None when the pid file was right or no such JVM runs.
-        """
-        return self._broker.recover_pid_file()
+    def running_nodes(self) -> list[LocalNode]:
+        """The brokers whose JVM is alive."""
+        return [node for node in self.nodes if node.is_running()]
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self, timeout: float = 60.0, announce: Announce | None = None) -> None:
-        """Start the cluster and return once it serves metadata and accepts topic creation.
+        """Start every broker that does not run, together, and return once all are ready.
 
-        Formats the storage on the first start. Returns at once (after the same readiness
-        check) if the cluster is already running.
+        What each broker recovers from after an unclean stop, and what it refuses, is
+        :meth:`LocalNode.start`'s; brokers of a larger cluster are formatted with the
+        cluster id the others have (the first start makes one for all). If a broker fails,
+        the ones this call started are stopped again before the first error is raised.
 
-        After an unclean stop (the JVM was killed, the machine crashed):
-
-        * a stale ``broker.pid`` (a dead pid, or one reused by another program) is replaced;
-          a leftover ``kraft/.lock`` is harmless (Kafka locks the file; that it exists means
-          nothing);
-        * storage whose ``meta.properties`` is missing or incomplete is formatted again if it
-          holds no data (an interrupted first format), and refused with what to do otherwise;
-        * the controller still holds the killed broker's registration for
-          ``broker.session.timeout.ms`` and refuses the new one; the wait for readiness
-          removes that stale registration (see :func:`~k2k.local.readiness.unregister_stale_broker`).
-
-        :param announce: called with one line for each such recovery.
-        :raises LocalClusterError: the port is taken, Java or the jars are missing, the storage
-            is damaged, or the broker did not become ready within ``timeout`` seconds (the
-            message quotes the last lines of ``broker.log``).
+        :raises LocalClusterError: see :meth:`LocalNode.start`; or the brokers' storage
+            belongs to different clusters.
         """
-        deadline = time.monotonic() + timeout
-        announce = announce or _silent
-        if self._ready_already(deadline, announce):
-            return
-        stale = self._broker.recorded_pid()
-        if stale is not None:
-            announce(
-                f"{self.name}: the previous broker (pid {stale}) did not stop cleanly; "
-                "starting a new one on the same data"
-            )
-        if not port_is_free(self.port):
-            raise LocalClusterError(
-                f"cannot start the {self.name} cluster: port {self.port} on {HOST} is already "
-                "in use by another process"
-            )
-        libs = ensure_kafka_installed()
-        jvm = self._jvm(find_java(), libs)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        write_config(
-            self.data_dir, self.port, self.controller_port, self.log_dirs, self.broker_overrides
-        )
-        prepare_storage(
-            self.name, self.log_dirs, self.server_properties, jvm.run_tool, deadline, announce
-        )
-        self._broker.launch(
-            jvm.broker_command(self.server_properties), self.data_dir, self.log_file, self.owner_pid
-        )
-        try:
-            self._wait_ready(deadline, announce)
-        except BaseException:
-            self.stop(timeout=10)  # never leave a half-started JVM behind
-            raise
+        self._share_cluster_id()
+        _start_together(self.nodes, timeout, announce)
 
-    def _ready_already(self, deadline: float, announce: Announce) -> bool:
-        """Whether this cluster's broker runs already and became ready (``start`` is then
-        done); False when none runs, or the one that ran exited while we waited."""
-        self.wait_while_exiting()
-        adopted = self.recover_pid_file()
-        if adopted is not None:
-            announce(f"{self.name}: running as pid {adopted} without a pid file; recorded it")
-        running = self.pid
-        if running is None:
-            return False
-        try:
-            self._wait_ready(deadline)
-            return True
-        except LocalClusterError:
-            if self.is_running():
-                raise
-            # It died while we waited (e.g. `up` right after a kill -9): start a new one.
-            announce(f"{self.name}: the broker (pid {running}) exited; starting it again")
-            self.wait_while_exiting()
-            return False
+    def _share_cluster_id(self) -> None:
+        """Give every node of a larger cluster the id to format empty storage with: the one
+        the other nodes were formatted with, or a new one on the first start."""
+        if len(self.nodes) == 1:
+            return
+        stored = {node.stored_cluster_id() for node in self.nodes} - {None}
+        if len(stored) > 1:
+            raise LocalClusterError(
+                f"the {self.name} cluster's brokers in {self.data_dir} were formatted for "
+                f"different clusters ({', '.join(sorted(str(i) for i in stored))}); delete "
+                f"{self.data_dir} to start this cluster empty (its topics are lost)"
+            )
+        cluster_id = stored.pop() if stored else new_cluster_id()
+        for node in self.nodes:
+            node.cluster_id = cluster_id
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Stop the JVM: SIGTERM (a clean shutdown), then SIGKILL after ``timeout`` seconds.
+        """Stop every broker (see :meth:`LocalNode.stop`), together.
 
-        Does nothing if the cluster is not running; a stale pid file is removed either way.
-        After a clean shutdown, the class data the JVM recorded becomes the shared archive.
+        Together, because each broker's clean shutdown waits for the controller quorum to
+        approve it (its leaders move first): brokers that ask at once are approved at once.
+        A broker that asks after most voters have gone waits for an approval that cannot
+        come (minutes, Kafka's own bound); once the quorum has been gone for
+        :data:`QUORUM_GONE_GRACE_S` it is killed instead (the next start recovers its logs).
 
-        :raises LocalClusterError: the process survived SIGKILL (should not happen).
+        :raises LocalClusterError: a process survived SIGKILL (should not happen).
         """
-        publish_class_data(self.data_dir, complete=self._broker.stop(timeout))
+        stop_nodes(self.nodes, timeout)
 
     def check_storage(self) -> None:
-        """Refuse storage that holds data but has no valid ``meta.properties``.
-
-        Storage without a valid ``meta.properties`` is formatted again by :meth:`start` only
-        when it holds no data (see :mod:`k2k.local.storage`). Cheap (no JVM): ``k2k local up``
-        checks both clusters before starting either.
-
-        :raises LocalClusterError: one line naming the file and the two ways out.
-        """
-        check_storage(self.name, self.log_dirs)
-
-    # -- helpers -------------------------------------------------------------------------
-    def _jvm(self, java: str, libs: Path) -> KafkaJvm:
-        return KafkaJvm(java, libs, self.heap, tuple(self.jvm_options), self.data_dir)
-
-    def _wait_ready(self, deadline: float, announce: Announce = _silent) -> None:
-        """Poll until the broker is ready (see :func:`~k2k.local.readiness.wait_ready`)."""
-
-        def tools() -> RunTool:
-            libs = ensure_kafka_installed()
-            return self._jvm(find_java(), libs).run_tool
-
-        def unregister() -> None:
-            started = self._broker.started_at
-            unregister_stale_broker(
-                self.name, self.server_properties, started, tools, deadline, announce
-            )
-
-        wait_ready(
-            self._broker, self.port, self.log_file, deadline, self._start_failure, unregister
-        )
-
-    def _start_failure(self, reason: str) -> LocalClusterError:
-        return LocalClusterError(
-            f"the {self.name} cluster on {self.bootstrap} did not start: {reason}. "
-            f"{self.log_tail()}"
-        )
+        """Refuse storage that holds data but has no valid ``meta.properties`` (see
+        :meth:`LocalNode.check_storage`), for every broker; cheap, no JVM."""
+        for node in self.nodes:
+            node.check_storage()
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        """The last ``lines`` lines of ``broker.log``, indented under a heading: what to show
-        when the broker failed to start or died."""
-        lines_seen = tail(self.log_file, lines)
-        shown = "\n".join(f"  {line}" for line in lines_seen) if lines_seen else "  (empty)"
-        return f"Last lines of {self.log_file}:\n{shown}"
+        """The last ``lines`` lines of each broker's ``broker.log``, indented under a heading:
+        what to show when a broker failed to start or died."""
+        return "\n".join(node.log_tail(lines) for node in self.nodes)
+
+
+def _node_id(node: LocalNode) -> int:
+    return node.node_id
+
+
+def _node_from_properties(name: str, data_dir: Path, brokers: int | None) -> LocalNode | None:
+    """The node that last ran in ``data_dir``, from its ``server.properties``: the only node
+    of a one-broker cluster (``brokers`` None), or one of ``brokers``."""
+    path = data_dir / "server.properties"
+    try:
+        ports = listener_ports(read_properties(path))
+    except FileNotFoundError:
+        return None
+    if "PLAINTEXT" not in ports:
+        return None
+    if brokers is None:
+        return LocalNode(name, ports["PLAINTEXT"], data_dir, ports.get("CONTROLLER"))
+    return LocalNode(name, ports["PLAINTEXT"], data_dir, topology=read_topology(path, brokers))
+
+
+def _together(calls: Sequence[Callable[[], None]]) -> BaseException | None:
+    """Run ``calls`` concurrently, each to its end; the first error, or None."""
+    with ThreadPoolExecutor(max(len(calls), 1)) as pool:
+        errors = [future.exception() for future in [pool.submit(call) for call in calls]]
+    return next((error for error in errors if error is not None), None)
+
+
+def _start_together(nodes: Sequence[LocalNode], timeout: float, announce: Announce | None) -> None:
+    """Start ``nodes`` concurrently; if any fails, stop again the ones that did not run before
+    and raise the first error."""
+    was_running = [node.is_running() for node in nodes]
+    error = _together([functools.partial(node.start, timeout, announce) for node in nodes])
+    if error is not None:
+        _stop_started(nodes, was_running)
+        raise error
+
+
+def _stop_started(nodes: Sequence[LocalNode], was_running: Sequence[bool]) -> None:
+    for node, running_before in zip(nodes, was_running, strict=True):
+        if not running_before:
+            node.stop()
+
+
+def _stop_together(nodes: Sequence[LocalNode], timeout: float) -> None:
+    """Stop ``nodes`` concurrently; every one gets its attempt, the first error is raised."""
+    watches = {node.data_dir.parent: _QuorumGone(node.data_dir.parent, nodes) for node in nodes}
+    calls = [
+        functools.partial(node.stop, timeout, watches[node.data_dir.parent].gone)
+        if node.topology is not None
+        else functools.partial(node.stop, timeout)
+        for node in nodes
+    ]
+    error = _together(calls)
+    if error is not None:
+        raise error
+
+
+QUORUM_GONE_GRACE_S = 5.0
+"""How long a broker of a cluster whose controller quorum has gone (most voters exited) may
+still take to exit: enough to finish a shutdown the quorum approved before it went."""
+
+
+class _QuorumGone:
+    """Whether most controllers of the cluster in ``root`` have exited (or were not running:
+    voters missing from ``nodes`` count as gone), for :data:`QUORUM_GONE_GRACE_S` already:
+    a broker still waiting for approval of its controlled shutdown then never gets it.
+    Asked from every stopping node's thread."""
+
+    def __init__(self, root: Path, nodes: Sequence[LocalNode]) -> None:
+        mine = [n for n in nodes if n.data_dir.parent == root and n.topology is not None]
+        self._voters = len(mine[0].topology.voters) if mine and mine[0].topology else 0
+        self._stopping = [n for n in mine if n.topology and n.topology.controller_port]
+        self._since: float | None = None
+
+    def gone(self) -> bool:
+        if self._since is None:
+            alive = sum(voter.is_running() for voter in self._stopping)
+            if alive * 2 > self._voters:
+                return False
+            self._since = time.monotonic()
+        return time.monotonic() - self._since >= QUORUM_GONE_GRACE_S
 
 
 class ClusterPair(NamedTuple):
@@ -320,7 +372,7 @@ def start_pair(
     :param source_port: listener port of the source cluster (0 picks a free one).
     :param target_port: listener port of the target cluster (0 picks a free one).
     :param cluster_options: passed to both :class:`LocalCluster` constructors (``heap``,
-        ``broker_overrides``, ``jvm_options``).
+        ``broker_overrides``, ``jvm_options``, ``brokers``, ...).
     :raises LocalClusterError: see :func:`start_clusters`.
     """
     root = Path(data_root)
@@ -337,29 +389,39 @@ def start_clusters(
 ) -> None:
     """Start several clusters concurrently and return once all are ready.
 
-    Concurrent start roughly halves the wait for a pair. If any cluster fails, the ones this
-    call started are stopped again before the first error is raised, so nothing half-started
-    lingers; clusters that were already running are left alone. ``announce``: see
-    :meth:`LocalCluster.start`.
+    Concurrent start roughly halves the wait for a pair. If any cluster fails, the brokers
+    this call started are stopped again before the first error is raised, so nothing
+    half-started lingers; brokers that were already running are left alone. ``announce``:
+    see :meth:`LocalNode.start`.
     """
     ensure_kafka_installed()  # once, before the threads would queue on the install lock
-    was_running = [cluster.is_running() for cluster in clusters]
-    with ThreadPoolExecutor(max(len(clusters), 1)) as pool:
-        futures = [pool.submit(cluster.start, timeout, announce) for cluster in clusters]
-        errors = [future.exception() for future in futures]
-    if any(errors):
-        for cluster, running_before in zip(clusters, was_running, strict=True):
-            if not running_before:
-                cluster.stop()
-        raise next(error for error in errors if error is not None)
+    nodes = [node for cluster in clusters for node in cluster.nodes]
+    was_running = [node.is_running() for node in nodes]
+    error = _together([functools.partial(c.start, timeout, announce) for c in clusters])
+    if error is not None:
+        _stop_started(nodes, was_running)
+        raise error
 
 
 def stop_clusters(clusters: Sequence[LocalCluster], timeout: float = 30.0) -> None:
     """Stop several clusters concurrently (each clean shutdown takes a moment).
 
-    Every cluster gets its stop attempt even if another one fails; the first error is raised.
+    Every broker gets its stop attempt even if another one fails; the first error is raised.
     """
-    with ThreadPoolExecutor(max(len(clusters), 1)) as pool:
-        errors = [f.exception() for f in [pool.submit(c.stop, timeout) for c in clusters]]
-    if any(errors):
-        raise next(error for error in errors if error is not None)
+    stop_nodes([node for cluster in clusters for node in cluster.nodes], timeout)
+
+
+def start_nodes(
+    nodes: Sequence[LocalNode], timeout: float = 60.0, announce: Announce | None = None
+) -> None:
+    """Start several brokers concurrently (say, one of each cluster after a drill killed
+    them) and return once all are ready; if one fails, the ones this call started are
+    stopped again. Their clusters were started before, so their storage is formatted."""
+    _start_together(nodes, timeout, announce)
+
+
+def stop_nodes(nodes: Sequence[LocalNode], timeout: float = 30.0) -> None:
+    """Stop several brokers concurrently (see :func:`stop_clusters`); a broker still waiting
+    for its controlled shutdown once its cluster's quorum has gone stops waiting (see
+    :meth:`LocalCluster.stop`)."""
+    _stop_together(nodes, timeout)

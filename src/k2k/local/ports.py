@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import errno
 import socket
+from collections.abc import Iterable
 
-__all__ = ["HOST", "accepts_connections", "free_port", "port_is_free"]
+__all__ = ["HOST", "accepts_connections", "free_port", "free_ports", "port_is_free"]
 
 HOST = "127.0.0.1"
 
@@ -20,6 +21,18 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((HOST, 0))
         return int(sock.getsockname()[1])
+
+
+def free_ports(count: int, taken: Iterable[int] = ()) -> list[int]:
+    """``count`` different free ports (see :func:`free_port`), none of them in ``taken``: the
+    OS may hand back a port it reported a moment ago, since each is released at once."""
+    avoid, ports = set(taken), list[int]()
+    while len(ports) < count:
+        port = free_port()
+        if port not in avoid:
+            avoid.add(port)
+            ports.append(port)
+    return ports
 
 
 def port_is_free(port: int) -> bool:

@@ -13,25 +13,49 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from k2k.errors import LocalClusterError
 
-__all__ = ["LOG_TAIL_LINES", "BrokerProcess", "start_watchdog", "tail"]
+__all__ = ["LOG_TAIL_LINES", "BrokerProcess", "NodeName", "start_watchdog", "tail"]
 
 LOG_TAIL_LINES = 20
 """How many lines of a JVM's output a failure quotes."""
+
+
+class NodeName(NamedTuple):
+    """How messages name one node. The node of a one-broker cluster is the cluster itself
+    (``NodeName("target")``: "target", "the target cluster"); in a larger cluster each node
+    is one of its brokers (``NodeName("target", 2)``: "target broker 2").
+
+    :param cluster: the cluster's name ("source", "target").
+    :param broker: the node id when the cluster has several brokers, else None.
+    """
+
+    cluster: str
+    broker: int | None = None
+
+    @property
+    def label(self) -> str:
+        """What starts the lines that say what start-up recovered from ("target: ...")."""
+        return self.cluster if self.broker is None else f"{self.cluster} broker {self.broker}"
+
+    @property
+    def noun(self) -> str:
+        """What a sentence calls it ("the target cluster on ... did not start")."""
+        return f"{self.cluster} cluster" if self.broker is None else self.label
 
 
 class BrokerProcess:
     """The broker JVM of one data dir, found through ``pid_file`` and recognised by its
     command line (``kafka.Kafka`` with ``server_properties``).
 
-    :param name: the cluster's label, for messages.
+    :param name: the node's name, for messages.
     """
 
-    def __init__(self, name: str, pid_file: Path, server_properties: Path) -> None:
+    def __init__(self, name: NodeName, pid_file: Path, server_properties: Path) -> None:
         self.name = name
         self.pid_file = pid_file
         self.server_properties = server_properties
@@ -117,9 +141,10 @@ class BrokerProcess:
         if owner_pid is not None:
             self._watchdog = start_watchdog(owner_pid, self._child.pid)
 
-    def stop(self, timeout: float) -> bool:
-        """SIGTERM (a clean shutdown), then SIGKILL after ``timeout`` seconds; the pid file
-        goes either way. True when a running JVM exited on SIGTERM.
+    def stop(self, timeout: float, give_up: Callable[[], bool] | None = None) -> bool:
+        """SIGTERM (a clean shutdown), then SIGKILL after ``timeout`` seconds, or as soon as
+        ``give_up()`` says the clean shutdown cannot finish; the pid file goes either way.
+        True when a running JVM exited on SIGTERM.
 
         :raises LocalClusterError: the process survived SIGKILL (should not happen).
         """
@@ -127,13 +152,13 @@ class BrokerProcess:
         clean = True
         if pid is not None:
             _signal(pid, signal.SIGTERM)
-            if not self._wait_exit(pid, timeout):
+            if not self._wait_exit(pid, timeout, give_up):
                 clean = False
                 # The JVM leads its own process group (start_new_session), so kill the group.
                 _signal(-pid, signal.SIGKILL)
                 if not self._wait_exit(pid, 10.0):
                     raise LocalClusterError(
-                        f"the {self.name} cluster (pid {pid}) did not exit after SIGKILL"
+                        f"the {self.name.noun} (pid {pid}) did not exit after SIGKILL"
                     )
         self.pid_file.unlink(missing_ok=True)
         self._child = None
@@ -143,8 +168,11 @@ class BrokerProcess:
             self._watchdog = None
         return clean and pid is not None
 
-    def _wait_exit(self, pid: int, timeout: float) -> bool:
-        """Poll until ``pid`` has exited (reaping it if it is our child); False on timeout."""
+    def _wait_exit(
+        self, pid: int, timeout: float, give_up: Callable[[], bool] | None = None
+    ) -> bool:
+        """Poll until ``pid`` has exited (reaping it if it is our child); False on timeout or
+        once ``give_up()`` is true."""
         deadline = time.monotonic() + timeout
         while True:
             if self._child is not None and self._child.pid == pid:
@@ -154,7 +182,7 @@ class BrokerProcess:
                     return True
             elif not _pid_alive(pid):
                 return True
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline or (give_up is not None and give_up()):
                 return False
             time.sleep(0.05)
 

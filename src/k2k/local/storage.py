@@ -19,13 +19,13 @@ from pathlib import Path
 
 from k2k.errors import LocalClusterError
 from k2k.local.launch import RunTool
-from k2k.local.process import LOG_TAIL_LINES
+from k2k.local.process import LOG_TAIL_LINES, NodeName
 from k2k.local.settings import read_properties
 
-__all__ = ["check_storage", "prepare_storage"]
+__all__ = ["check_storage", "new_cluster_id", "prepare_storage", "stored_cluster_id"]
 
 
-def check_storage(name: str, log_dirs: Path) -> None:
+def check_storage(name: NodeName, log_dirs: Path) -> None:
     """Refuse storage that holds data but has no valid ``meta.properties``.
 
     Cheap (no JVM): ``k2k local up`` checks both clusters before starting either.
@@ -36,63 +36,88 @@ def check_storage(name: str, log_dirs: Path) -> None:
     problem = _meta_properties_problem(meta)
     if problem is not None and _holds_data(log_dirs):
         raise LocalClusterError(
-            f"the {name} cluster's storage {log_dirs} holds data but its "
+            f"the {name.noun}'s storage {log_dirs} holds data but its "
             f"meta.properties {problem}; restore {meta}, or delete {log_dirs} to "
-            "start this cluster empty (its topics are lost)"
+            f"start this {_what(name)} empty (its {_lost(name)} are lost)"
         )
 
 
 def prepare_storage(
-    name: str,
+    name: NodeName,
     log_dirs: Path,
     server_properties: Path,
     run_tool: RunTool,
     deadline: float,
     announce: Callable[[str], None],
+    cluster_id: str | None = None,
 ) -> None:
     """Format ``log_dirs`` unless it holds a valid ``meta.properties`` (see
     :func:`check_storage`); storage without data is cleared and formatted again. The
-    format must end by ``deadline`` (monotonic time)."""
+    format must end by ``deadline`` (monotonic time). ``cluster_id``: the id the other nodes
+    of the cluster were formatted with (every node of a cluster must share it); None makes
+    a new one."""
     check_storage(name, log_dirs)
     problem = _meta_properties_problem(log_dirs / "meta.properties")
     if problem is None:
         return
     if log_dirs.exists():
         announce(
-            f"{name}: meta.properties in {log_dirs} {problem} and the storage holds "
+            f"{name.label}: meta.properties in {log_dirs} {problem} and the storage holds "
             "no data (an interrupted format); formatting it again"
         )
         shutil.rmtree(log_dirs)
-    _format_storage(name, log_dirs, server_properties, run_tool, deadline)
+    _format_storage(name, log_dirs, server_properties, run_tool, deadline, cluster_id)
+
+
+def stored_cluster_id(log_dirs: Path) -> str | None:
+    """The cluster id ``log_dirs`` was formatted with; None when it is not (validly) formatted."""
+    if _meta_properties_problem(log_dirs / "meta.properties") is not None:
+        return None
+    return read_properties(log_dirs / "meta.properties")["cluster.id"]
 
 
 def _format_storage(
-    name: str, log_dirs: Path, server_properties: Path, run_tool: RunTool, deadline: float
+    name: NodeName,
+    log_dirs: Path,
+    server_properties: Path,
+    run_tool: RunTool,
+    deadline: float,
+    cluster_id: str | None,
 ) -> None:
-    """Format with a fresh cluster id (KRaft refuses to start on raw storage)."""
+    """Format with the cluster's id, or a fresh one (KRaft refuses to start on raw storage)."""
     try:
         done = run_tool(
             "kafka.tools.StorageTool",
             "format",
             "--cluster-id",
-            _random_cluster_id(),
+            cluster_id or new_cluster_id(),
             "--config",
             str(server_properties),
             timeout_s=max(deadline - time.monotonic(), 1.0),
         )
     except subprocess.TimeoutExpired as exc:
         raise LocalClusterError(
-            f"formatting the storage of the {name} cluster in {log_dirs} timed out"
+            f"formatting the storage of the {name.noun} in {log_dirs} timed out"
         ) from exc
     if done.returncode != 0:
         output = (done.stdout + done.stderr).strip().splitlines()
         raise LocalClusterError(
-            f"formatting the storage of the {name} cluster in {log_dirs} failed "
+            f"formatting the storage of the {name.noun} in {log_dirs} failed "
             f"(exit {done.returncode}): {' | '.join(output[-LOG_TAIL_LINES:])}"
         )
 
 
-def _random_cluster_id() -> str:
+def _what(name: NodeName) -> str:
+    """What deleting the storage starts empty: the cluster, or one broker of it."""
+    return "cluster" if name.broker is None else "broker"
+
+
+def _lost(name: NodeName) -> str:
+    """What deleting the storage loses: the topics, or this broker's replicas of them."""
+    return "topics" if name.broker is None else "replicas"
+
+
+def new_cluster_id() -> str:
     """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (Kafka's Uuid).
 
     Like Kafka's ``Uuid.randomUuid`` we avoid ids starting with "-", which a command line

@@ -8,7 +8,13 @@ import sys
 
 from confluent_kafka import Producer
 
-from k2k.kafka.factory import CONSUMER_DEFAULTS, consumer_settings, producer_settings, ready
+from k2k.kafka.factory import (
+    CONSUMER_DEFAULTS,
+    admin_settings,
+    consumer_settings,
+    producer_settings,
+    ready,
+)
 
 
 def test_source_fetches_are_batched_by_default() -> None:
@@ -83,3 +89,14 @@ def test_ready_returns_the_client_and_leaves_a_failure_to_the_next_request():
     assert ready(producer, "any", timeout_s=0.2) is producer
     producer.produce("any", b"x")
     assert producer.flush(0.2) == 1  # still queued: no broker
+
+
+def test_admin_clients_refresh_metadata_soon_unless_told() -> None:
+    """A dead broker named as the controller must not stall admin requests for minutes
+    (see ADMIN_DEFAULTS); a user's own interval wins."""
+    assert admin_settings({"bootstrap.servers": "b:9092"}) == {
+        "bootstrap.servers": "b:9092",
+        "topic.metadata.refresh.interval.ms": "5000",
+    }
+    mine = {"topic.metadata.refresh.interval.ms": "60000"}
+    assert admin_settings(mine)["topic.metadata.refresh.interval.ms"] == "60000"

@@ -1,0 +1,429 @@
+"""Rolling restarts and a SIGKILLed leader under a live load, on three-broker clusters with
+replication factor 3 and ``min.insync.replicas`` 2 on both sides (issue 47, deliverable 5).
+
+Two ``k2k start`` processes copy one source topic side by side, at-least-once to ``alo.<t>``
+and exactly-once to ``eos.<t>``, while a producer writes keyed records with headers, plain and
+in source transactions (one in three aborted). Both processes and both clusters serve every
+drill of the module (a Spark start-up and six broker start-ups are most of its cost); each
+drill ends with the load stopped and both pipelines past the last source record, and its
+tests compare the whole topics, record for record and partition by partition.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+from k2k.errors import K2KError
+from k2k.local import ClusterPair, LocalCluster
+from k2k.local.cluster import start_nodes
+from tests.helpers.brokers import (
+    BrokerTimes,
+    kill_broker,
+    leaders,
+    rolling_restart,
+    wait_in_sync,
+    wait_leaders_moved,
+)
+from tests.helpers.eos import eos_pipeline
+from tests.helpers.kafka import Clusters, Rec, create_topic, end_offsets, eventually, read_all
+from tests.helpers.load import LiveLoad
+from tests.helpers.pipelines import committed_progress, pipeline_dict, write_pipeline
+from tests.helpers.procs import K2KProcess
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 3
+#: Records per second the live load writes over the three partitions: enough that every
+#: restart and election lands mid-stream, few enough that reading the topics back to
+#: compare them stays a small part of the module's time.
+RATE = 150
+#: Both sides: a broker may be away while every partition keeps two replicas in sync.
+TOPIC_CONFIG = {"min.insync.replicas": "2"}
+#: Where each pipeline writes the source topic ``t``: ``<prefix>t`` on the target.
+PREFIXES = {"at-least-once": "alo.", "exactly-once": "eos."}
+
+
+@dataclass
+class Pipeline:
+    """One running ``k2k start`` of the drill and where it writes."""
+
+    mode: str
+    path: Path
+    target_topic: str
+    proc: K2KProcess
+
+    @property
+    def commit_topic(self) -> str:
+        return f"__k2k_progress-{self.name}"
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+    def committed(self, target: str) -> dict[tuple[str, int], int]:
+        try:
+            return committed_progress(target, self.commit_topic, self.name)
+        except K2KError:  # the commit topic is not there yet
+            return {}
+
+
+@dataclass
+class Drill:
+    """The clusters, the source topic, the two pipelines and what the load wrote so far."""
+
+    pair: ClusterPair
+    topic: str
+    pipelines: list[Pipeline] = field(default_factory=list)
+    written: dict[str, int] = field(default_factory=dict)
+    load: LiveLoad | None = None
+    #: The source topic as read once the last load stopped (what the tests compare with).
+    source: dict[int, list[Rec]] = field(default_factory=dict)
+
+    def start_load(self, seed: int) -> None:
+        """Chunks of 50 records at :data:`RATE`, about one in three a source transaction
+        (one in three of those aborted); a load that runs already (a drill run on its own
+        gets the module's first load) goes on."""
+        if self.load is None:
+            self.load = LiveLoad(
+                self.pair.source.bootstrap, self.topic, PARTITIONS, RATE, seed, chunk=50
+            )
+
+    def stop_load(self) -> None:
+        """Stop the load and add what it wrote to :attr:`written`."""
+        if self.load is not None:
+            for kind, count in self.load.stop().items():
+                self.written[kind] = self.written.get(kind, 0) + count
+            self.load = None
+
+    def copied(self) -> dict[str, int]:
+        """Per pipeline, the sum of its target topic's read_committed end offsets: it grows
+        as the pipeline commits (a cheap request, where reading the progress reads the
+        whole commit topic)."""
+        target = self.pair.target.bootstrap
+        return {p.mode: sum(end_offsets(target, p.target_topic).values()) for p in self.pipelines}
+
+    def wait_copying(self, timeout: float = 120) -> None:
+        """Poll until both pipelines' target topics grew (they copy right now). An offset
+        request a leader election answers with an error is asked again."""
+        before = eventually(self.copied, timeout=timeout, ignore=(KafkaException,))
+        eventually(
+            lambda: all(n > before[mode] for mode, n in self.copied().items()),
+            timeout=timeout,
+            interval=0.2,
+            ignore=(KafkaException,),
+        )
+
+    def wait_caught_up(self, timeout: float = 180) -> float:
+        """With the load stopped: poll until both pipelines committed past the last source
+        record of every partition; the seconds it took."""
+        started = time.monotonic()
+        self.source = read_all(self.pair.source.bootstrap, self.topic)
+        past = {(self.topic, p): recs[-1].offset + 1 for p, recs in self.source.items() if recs}
+
+        def behind() -> dict[str, dict]:
+            target = self.pair.target.bootstrap
+            return {p.mode: lag for p in self.pipelines if (lag := _lag(p.committed(target), past))}
+
+        eventually(behind, expected={}, timeout=timeout, interval=0.5)
+        return time.monotonic() - started
+
+
+def _lag(committed: dict[tuple[str, int], int], past: dict[tuple[str, int], int]) -> dict:
+    return {
+        tp: (committed.get(tp, 0), end) for tp, end in past.items() if committed.get(tp, 0) < end
+    }
+
+
+def _pipeline_docs(clusters: Clusters, topic: str, suffix: str) -> dict[str, dict]:
+    """The two pipelines: same source topic, one target topic each (``alo.`` / ``eos.``),
+    target topics created with the source's replication factor and ``min.insync.replicas``
+    2, one Spark core each (two drivers and six brokers share this machine)."""
+    common = {
+        "topicCreation": {"replicated": {"configs": TOPIC_CONFIG}},
+        "spark": {"master": "local[1]"},
+    }
+    alo_name = f"p-alo-{suffix}"
+    alo = pipeline_dict(
+        clusters,
+        alo_name,
+        [topic],
+        features={"tracingHeaders": {"offset": "enabled"}},
+        coordination={"assignment": {"topic": f"__k2k_assignment-{alo_name}"}},
+        **common,
+    )
+    eos = eos_pipeline(clusters, f"p-eos-{suffix}", [topic], **common)
+    docs = {"at-least-once": alo, "exactly-once": eos}
+    for mode, doc in docs.items():
+        doc["replication"][1]["sink"]["topic"] = {"prefix": PREFIXES[mode]}
+    return docs
+
+
+def _create_control_topics(target: LocalCluster, docs: dict[str, dict]) -> None:
+    """Create the pipelines' commit and assignment topics (compacted, three replicas) and
+    wait until their leaders answer offset requests.
+
+    Why not let k2k create them: on a cluster of several brokers the partition leader may
+    not know a topic yet when the creation returns, and k2k start then fails reading its
+    new assignment topic (``Failed to query logical offset END: Broker: Unknown topic or
+    partition``, kafka/tail.py; seen once in four runs of this module). That start-up race
+    is reported on its own; it is not what these drills are about."""
+    for doc in docs.values():
+        coordination = doc["coordination"]
+        for topic in (coordination["commit"]["topic"], coordination["assignment"]["topic"]):
+            create_topic(target.bootstrap, topic, 1, {"cleanup.policy": "compact"})
+            end_offsets(target.bootstrap, topic, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def drill(
+    broker_clusters: ClusterPair, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Drill]:
+    """The source topic under a live load, and both pipelines copying it."""
+    suffix = uuid.uuid4().hex[:8]
+    topic = f"t-rolling-{suffix}"
+    source, target = broker_clusters
+    create_topic(source.bootstrap, topic, PARTITIONS, TOPIC_CONFIG)
+    clusters = Clusters(source.bootstrap, target.bootstrap)
+    docs = _pipeline_docs(clusters, topic, suffix)
+    _create_control_topics(target, docs)
+    state = Drill(broker_clusters, topic)
+    state.start_load(seed=47)
+    tmp = tmp_path_factory.mktemp("rolling")
+    started = time.monotonic()
+    try:
+        for mode, doc in docs.items():
+            path = write_pipeline(tmp, doc, f"{doc['name']}.yaml")
+            proc = K2KProcess(path, tmp / f"{mode}.log")
+            state.pipelines.append(Pipeline(mode, path, f"{PREFIXES[mode]}{topic}", proc))
+        state.wait_copying(timeout=180)
+        print(f"\nboth pipelines copying {time.monotonic() - started:.0f} s after their start")
+        yield state
+    finally:
+        try:
+            state.stop_load()
+        finally:
+            for pipeline in state.pipelines:
+                _stop(pipeline.proc)
+
+
+def _stop(proc: K2KProcess) -> None:
+    """SIGKILL, not a clean stop: the drills are over, the tests asserted what they left,
+    and a clean stop would cost seconds of the module's budget for nothing it checks."""
+    if proc.proc.poll() is None:
+        proc.kill()
+
+
+def _assert_running(pipeline: Pipeline) -> None:
+    """The pipeline rode the drill out: still running, no error line, no traceback."""
+    out = pipeline.proc.output()
+    assert pipeline.proc.proc.poll() is None, f"{pipeline.mode} exited:\n{out[-4000:]}"
+    errors = [line for line in out.splitlines() if line.startswith("error:") or "Traceback" in line]
+    assert not errors, f"{pipeline.mode}:\n{out[-4000:]}"
+
+
+def _replication(cluster: LocalCluster, topic: str) -> tuple[set[int], str]:
+    """The replica counts of ``topic``'s partitions and its ``min.insync.replicas``."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    configs = admin.describe_configs([resource])[resource].result(timeout=10)
+    return {len(p.replicas) for p in partitions.values()}, configs["min.insync.replicas"].value
+
+
+def _source_index(records: list[Rec]) -> dict[int, int]:
+    """Source offset -> position among the partition's records (offsets have gaps: markers
+    and aborted records occupy offsets that are never read)."""
+    return {r.offset: i for i, r in enumerate(records)}
+
+
+def _assert_at_least_once(drill: Drill, pipeline: Pipeline) -> int:
+    """Every source record is on the target with its key, value, headers and timestamp, in
+    source order per partition (a replay restarts an earlier run, never skips or reorders);
+    the number of duplicates."""
+    src = drill.source
+    dst = read_all(drill.pair.target.bootstrap, pipeline.target_topic)
+    assert sorted(dst) == sorted(src)
+    duplicates = 0
+    for p in sorted(src):
+        index = _source_index(src[p])
+        offsets = [int(dict(r.headers)["k2k_offset"]) for r in dst[p]]
+        assert set(offsets) == set(index), (
+            f"partition {p}: lost {sorted(set(index) - set(offsets))[:20]}"
+        )
+        positions = [index[o] for o in offsets]
+        assert all(
+            cur <= prev + 1 for prev, cur in zip([-1, *positions], positions, strict=False)
+        ), p
+        for r, o in zip(dst[p], offsets, strict=True):
+            s = src[p][index[o]]
+            assert (r.key, r.value, r.timestamp) == (s.key, s.value, s.timestamp), (p, o)
+            assert [h for h in r.headers if not h[0].startswith("k2k_")] == s.headers, (p, o)
+        duplicates += len(offsets) - len(set(offsets))
+    assert (
+        sum(len(recs) for recs in src.values())
+        == drill.written["plain"] + drill.written["committed"]
+    )
+    return duplicates
+
+
+def _assert_exactly_once(drill: Drill, pipeline: Pipeline) -> int:
+    """The read_committed target equals the read_committed source, partition by partition,
+    record for record (key, value, headers, timestamp, in order), and holds what the load
+    committed, no aborted record; the number compared."""
+    dst = read_all(drill.pair.target.bootstrap, pipeline.target_topic)
+    assert sorted(dst) == sorted(drill.source)
+    for p, records in sorted(drill.source.items()):
+        want, got = [r.content() for r in records], [r.content() for r in dst[p]]
+        if got != want:
+            first = next(
+                (i for i, (a, b) in enumerate(zip(want, got, strict=False)) if a != b), None
+            )
+            raise AssertionError(
+                f"partition {p}: source {len(want)} records, target {len(got)}; first "
+                f"difference at position {min(len(want), len(got)) if first is None else first}"
+            )
+    compared = sum(len(records) for records in drill.source.values())
+    assert compared == drill.written["plain"] + drill.written["committed"]
+    return compared
+
+
+def _pipeline(drill: Drill, mode: str) -> Pipeline:
+    return next(p for p in drill.pipelines if p.mode == mode)
+
+
+# -- rolling restart -----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def rolled(drill: Drill) -> dict[str, list[BrokerTimes]]:
+    """Every target broker, then every source broker, restarted in turn under the load,
+    each back in every ISR before the next; then the load stops and both pipelines catch up."""
+    started = time.monotonic()
+    times = {"target": rolling_restart(drill.pair.target)}
+    drill.wait_copying()
+    times["source"] = rolling_restart(drill.pair.source)
+    drill.wait_copying()
+    drill.stop_load()
+    caught_up = drill.wait_caught_up()
+    print(
+        f"\nrolling restart: {time.monotonic() - started:.0f} s "
+        f"(caught up {caught_up:.1f} s after the load stopped); "
+        + "; ".join(f"{side} {', '.join(map(str, t))}" for side, t in times.items())
+    )
+    return times
+
+
+def test_topics_have_three_replicas_two_in_sync_on_both_sides(drill: Drill) -> None:
+    source, target = drill.pair
+    assert _replication(source, drill.topic) == ({3}, "2")
+    for pipeline in drill.pipelines:
+        assert _replication(target, pipeline.target_topic) == ({3}, "2"), pipeline.mode
+
+
+def test_rolling_restart_at_least_once_loses_nothing(drill: Drill, rolled) -> None:
+    pipeline = _pipeline(drill, "at-least-once")
+    _assert_running(pipeline)
+    duplicates = _assert_at_least_once(drill, pipeline)
+    print(f"\nat-least-once after the rolling restarts: {duplicates} duplicates")
+
+
+def test_rolling_restart_exactly_once_holds_each_record_once(drill: Drill, rolled) -> None:
+    pipeline = _pipeline(drill, "exactly-once")
+    _assert_running(pipeline)
+    _assert_exactly_once(drill, pipeline)
+
+
+# -- a leader SIGKILLed ----------------------------------------------------------------------
+def _busiest_leader(cluster: LocalCluster, topics: list[str]) -> tuple[int, int]:
+    """The broker leading the most partitions of ``topics``, and how many it leads."""
+    led: dict[int, int] = {}
+    for topic in topics:
+        for leader in leaders(cluster, topic).values():
+            led[leader] = led.get(leader, 0) + 1
+    return max(led.items(), key=lambda item: item[1])
+
+
+def _kill_leaders_and_restart(drill: Drill) -> str:
+    """SIGKILL at once the target broker leading the most partitions of the target topics
+    and the source broker leading the most of the source topic; once their partitions have
+    new leaders and both pipelines copy again, start them and wait until they are back in
+    every ISR. One line of what it took."""
+    source, target = drill.pair
+    victims = {
+        target: [p.target_topic for p in drill.pipelines],
+        source: [drill.topic],
+    }
+    chosen = {cluster: _busiest_leader(cluster, topics) for cluster, topics in victims.items()}
+    for cluster, (node_id, led) in chosen.items():
+        assert node_id > 0 and led >= 1, (cluster.name, node_id, led)
+    killed = time.monotonic()
+    for cluster, (node_id, _) in chosen.items():
+        kill_broker(cluster, node_id)
+    moved = {
+        cluster.name: wait_leaders_moved(cluster, node_id, victims[cluster])
+        for cluster, (node_id, _) in chosen.items()
+    }
+    drill.wait_copying()
+    copying = time.monotonic() - killed
+    start_nodes([cluster.node(node_id) for cluster, (node_id, _) in chosen.items()], 120)
+    started = time.monotonic() - killed
+    in_sync = [wait_in_sync(cluster, node_id) for cluster, (node_id, _) in chosen.items()]
+    return (
+        ", ".join(
+            f"{cluster.name} broker {node_id} (leading {led} partitions)"
+            for cluster, (node_id, led) in chosen.items()
+        )
+        + f" killed; leaders moved after {moved['target']:.1f} s (target), "
+        f"{moved['source']:.1f} s (source); copying again after {copying:.1f} s; brokers "
+        f"started after {started:.1f} s, back in every ISR {max(in_sync):.1f} s later"
+    )
+
+
+@pytest.fixture(scope="module")
+def killed(drill: Drill) -> str:
+    """Under a new load, the busiest leaders of both sides SIGKILLed together and
+    restarted; the load stops, both pipelines catch up."""
+    drill.start_load(seed=48)
+    drill.wait_copying()
+    started = time.monotonic()
+    report = _kill_leaders_and_restart(drill)
+    drill.stop_load()
+    caught_up = drill.wait_caught_up()
+    print(
+        f"\nkilled leaders: {time.monotonic() - started:.0f} s; {report}; caught up "
+        f"{caught_up:.1f} s after the load stopped"
+    )
+    return report
+
+
+def test_sigkilled_leader_at_least_once_loses_nothing(drill: Drill, killed) -> None:
+    pipeline = _pipeline(drill, "at-least-once")
+    _assert_running(pipeline)
+    duplicates = _assert_at_least_once(drill, pipeline)
+    print(f"\nat-least-once after the killed leaders: {duplicates} duplicates")
+
+
+def test_sigkilled_leader_exactly_once_holds_each_record_once(drill: Drill, killed) -> None:
+    pipeline = _pipeline(drill, "exactly-once")
+    _assert_running(pipeline)
+    _assert_exactly_once(drill, pipeline)
+
+
+@pytest.mark.xfail(
+    reason="pipeline/task/foreign.py counts one marker per transaction and partition; a "
+    "transaction coordinator that moves during a commit (a target broker restarting or "
+    "killed) writes the commit marker again, and the duplicate is counted as a foreign record "
+    "(seen in about half the runs)",
+    strict=False,
+)
+def test_drills_are_not_taken_for_foreign_writes(drill: Drill, rolled, killed) -> None:
+    """Only the pipelines write their target topics: no foreign-write warning in either
+    mode, after both drills."""
+    for pipeline in drill.pipelines:
+        assert "foreign writes on the target" not in pipeline.proc.output(), pipeline.mode
