@@ -1,5 +1,6 @@
-"""Counting the committed records of offset ranges (``read_committed``), several partitions
-at once: what ``k2k cutover`` compares on each side of a replicated range."""
+"""Counting the records of offset ranges, several partitions at once: what ``k2k cutover``
+compares on each side of a replicated range (committed records), and what tells a foreign
+write from a transaction marker on the target (every data record, aborted ones included)."""
 
 from __future__ import annotations
 
@@ -21,18 +22,25 @@ def count_records(
     group_id: str,
     ranges: Mapping[TP, tuple[int, int]],
     stall_s: float,
+    committed_only: bool = True,
 ) -> dict[TP, int]:
-    """Committed records per partition in ``[start, end)``; raises :class:`ClusterError`
-    when nothing arrives for ``stall_s`` while a range is unfinished.
+    """Records per partition in ``[start, end)``: committed ones, or with ``committed_only``
+    False every data record (``read_uncommitted``); raises :class:`ClusterError` when
+    nothing arrives for ``stall_s`` while a range is unfinished.
 
-    A range ends at its end offset, or at the partition's end: under ``read_committed``,
-    markers and aborted records occupy offsets that are never delivered."""
+    A range ends at its end offset, or at the partition's end: markers (and, reading
+    committed records, aborted records) occupy offsets that are never delivered."""
     pending = {tp: r for tp, r in ranges.items() if r[0] < r[1]}
     counts = dict.fromkeys(ranges, 0)
     if not pending:
         return counts
+    isolation = "read_committed" if committed_only else "read_uncommitted"
     consumer = build_consumer(
-        {**reader_settings(consumer_conf, group_id), "auto.offset.reset": "earliest"}
+        {
+            **reader_settings(consumer_conf, group_id),
+            "auto.offset.reset": "earliest",
+            "isolation.level": isolation,
+        }
     )
     try:
         consumer.assign([TopicPartition(t, p, s) for (t, p), (s, _) in pending.items()])

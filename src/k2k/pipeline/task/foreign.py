@@ -1,9 +1,9 @@
 """Foreign writes: records on a replicated target partition that the pipeline did not write.
 
 Runs on: executor, one :class:`ForeignWatch` per runner, as one more run observer
-(:mod:`k2k.pipeline.task.observe`). It reads nothing from the target: it compares the
-offsets the target gave the runner's own records (delivery reports, once per run), and
-does nothing per record.
+(:mod:`k2k.pipeline.task.observe`). It compares the offsets the target gave the runner's
+own records (delivery reports, once per run), does nothing per record, and reads the target
+only to check a suspected foreign write exactly-once (below).
 
 **Watched partitions** (:func:`watched_targets`): with ``partition: source``, of target
 topics that exactly one source topic is routed to, without bidirectional replication.
@@ -32,6 +32,14 @@ runner wrote there to its newest one::
   next run after a gap-free one. Markers of *another* transactional producer, and its
   aborted records, are foreign offsets like its committed records.
 
+A transaction coordinator that moves while it completes a commit (its broker restarted or
+died) may write that transaction's marker twice, one more offset than the rule expects.
+So exactly-once, before F grows, the watch reads the data records of the unsettled range
+(``read_uncommitted``, aborted ones included: :func:`k2k.kafka.counting.count_records`): when
+they are exactly the runner's own, the new offsets are markers and are not counted. That is
+the only read, at most :data:`CHECK_LIMIT` offsets; a wider range, or one that cannot be
+read, is counted as the rule says.
+
 The count shown is the largest F seen. Limits: records written while no runner copies the
 partition (between leases, or before the first record of a lease) are not seen, since the
 window starts afresh with each runner; exactly-once assumes a predecessor's markers landed
@@ -51,12 +59,19 @@ from k2k.pipeline.task.faults import RunnerFaults
 from k2k.pipeline.task.observe import ProducedRun
 from k2k.stages.topicplan import TopicPlan
 
-__all__ = ["ForeignCounter", "ForeignWatch", "watched_targets"]
+__all__ = ["CHECK_LIMIT", "DataRecords", "ForeignCounter", "ForeignWatch", "watched_targets"]
 
 log = logging.getLogger("k2k.runner")
 
 #: No batch: a target partition's first writing batch has none before it.
 _NONE = -2
+
+#: The widest range of target offsets a suspected foreign write is checked over by reading.
+CHECK_LIMIT = 200_000
+
+#: The data records of a target partition's offsets ``[first, last]``, every one including
+#: aborted ones; None when they could not be read.
+DataRecords = Callable[[TP, int, int], int | None]
 
 
 class ForeignCounter(Protocol):
@@ -96,8 +111,11 @@ class _Window:
     before_last: int = -1
     ours_before: int = 0
     found: int = 0
-    #: Every foreign record at or below this offset is counted.
+    #: Every foreign record at or below this offset is counted; ``ours`` at that point.
     exact_to: int = -1
+    ours_exact: int = 0
+    #: Offsets found by reading to be transaction markers beyond the rule's (written again).
+    markers_again: int = 0
     told: bool = False
 
 
@@ -107,9 +125,19 @@ class ForeignWatch:
     tally, and warns once per partition or fails (``errorHandling.onForeignWrites``).
 
     ``batch`` returns the open transaction's number (exactly-once); None at-least-once.
+    ``data_records`` reads a range of the target (exactly-once only: the check above).
     """
 
-    __slots__ = ("_batch", "_windows", "counter", "faults", "ledger", "policy", "watched")
+    __slots__ = (
+        "_batch",
+        "_data_records",
+        "_windows",
+        "counter",
+        "faults",
+        "ledger",
+        "policy",
+        "watched",
+    )
 
     def __init__(
         self,
@@ -119,6 +147,7 @@ class ForeignWatch:
         policy: str,
         batch: Callable[[], int] | None,
         counter: ForeignCounter | None = None,
+        data_records: DataRecords | None = None,
     ) -> None:
         self.watched = watched
         self.ledger = ledger
@@ -126,6 +155,7 @@ class ForeignWatch:
         self.policy = policy
         self.counter = counter
         self._batch = batch
+        self._data_records = data_records
         self._windows: dict[TP, _Window] = {}
 
     def reassigned(self, watched: frozenset[str], gone: set[TP]) -> None:
@@ -167,7 +197,10 @@ class ForeignWatch:
                     markers -= 1  # the previous batch's marker is past the window
                 else:
                     exact = False
-        found = gaps - markers
+        found = gaps - markers - w.markers_again
+        if found > w.found and self._only_markers(target, w):
+            w.markers_again += found - w.found
+            found = w.found
         if found > w.found:
             self._found(target, w, found - w.found)
             w.found = found
@@ -175,7 +208,24 @@ class ForeignWatch:
             if self.counter is not None:
                 self.counter.foreign(target[0], target[1], found)
         if exact:
-            w.exact_to = w.last
+            w.exact_to, w.ours_exact = w.last, w.ours
+
+    def _only_markers(self, target: TP, w: _Window) -> bool:
+        """Whether the unsettled range holds no data record but the runner's own."""
+        if self._data_records is None or w.last - w.exact_to > CHECK_LIMIT:
+            return False
+        data = self._data_records(target, w.exact_to + 1, w.last)
+        if data != w.ours - w.ours_exact:
+            return False
+        log.info(
+            "%s[%d]: offsets %d to %d hold a transaction marker written again (its "
+            "coordinator moved), not a foreign write",
+            target[0],
+            target[1],
+            w.exact_to + 1,
+            w.last,
+        )
+        return True
 
     def _found(self, target: TP, w: _Window, new: int) -> None:
         where = (

@@ -33,14 +33,16 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import logging
 import time
 from collections.abc import Iterable, Iterator
 
 from confluent_kafka import KafkaException, Producer
 
 from k2k.coordination.claims import lost_claims
-from k2k.errors import K2KError, ReplicationError, Unavailable
+from k2k.errors import ClusterError, K2KError, ReplicationError, Unavailable
 from k2k.kafka import TP
+from k2k.kafka.counting import count_records
 from k2k.kafka.factory import build_producer, ready
 from k2k.metrics.tally import RunTally
 from k2k.pipeline.channel import StopSignal
@@ -57,6 +59,8 @@ from k2k.pipeline.task.source import SourceReader
 from k2k.schemamapping.mapper import registered_by
 
 __all__ = ["Runner", "run_groups"]
+
+log = logging.getLogger("k2k.runner")
 
 #: How long a continuous lease's runner with no partition waits for an assignment per turn.
 _EMPTY_SLOT_WAIT_S = 0.25
@@ -269,8 +273,25 @@ class Runner:
             self.spec.policies.on_foreign_writes,
             (lambda: strategy.batch) if isinstance(strategy, ExactlyOnce) else None,
             self.tally,
+            self._target_data_records if isinstance(strategy, ExactlyOnce) else None,
         )
         return self.foreign
+
+    def _target_data_records(self, tp: TP, first: int, last: int) -> int | None:
+        """Data records of a target partition's ``[first, last]`` (the foreign-write check)."""
+        control = self.spec.control_topics
+        try:
+            counts = count_records(
+                self.spec.clients.control_consumer,
+                control.commit_group,
+                {tp: (first, last + 1)},
+                stall_s=control.sync_timeout_s,
+                committed_only=False,
+            )
+        except (ClusterError, KafkaException) as exc:
+            log.info("could not read %s[%d] to check a foreign write: %s", tp[0], tp[1], exc)
+            return None
+        return counts[tp]
 
     def _loop(
         self, source: SourceReader, strategy: CommitStrategy, copier: RecordCopier, stop: StopSignal

@@ -46,9 +46,18 @@ def run_of(first: int, last: int, count: int, partition: int = 0, topic: str = "
     return ProducedRun("s", partition, 0, count - 1, count, topic, partition, first, last, 0)
 
 
-def watch(policy: str = "warn", batch=None, ledger=None) -> tuple[ForeignWatch, _Faults]:
+def watch(
+    policy: str = "warn", batch=None, ledger=None, data_records=None
+) -> tuple[ForeignWatch, _Faults]:
     faults = _Faults()
-    w = ForeignWatch(frozenset({"t"}), ledger or _Ledger(), faults, policy, batch)  # type: ignore[arg-type]
+    w = ForeignWatch(
+        frozenset({"t"}),
+        ledger or _Ledger(),  # type: ignore[arg-type]
+        faults,  # type: ignore[arg-type]
+        policy,
+        batch,
+        data_records=data_records,
+    )
     return w, faults
 
 
@@ -160,3 +169,58 @@ def test_exactly_once_markers_inside_the_next_batch_are_not_foreign():
     w.on_run(run_of(31, 31, 1))  # batch 2's marker at 30
     w.on_run(run_of(35, 35, 1))  # 32..34 foreign
     assert found(w) == 3
+
+
+def _reader(log: _Log, reads: list[tuple[int, int]]):
+    """Data records of the log's ``[first, last]``: everything but markers."""
+
+    def data_records(tp, first: int, last: int) -> int:
+        reads.append((first, last))
+        return sum(1 for s in log.slots[first : last + 1] if not s.startswith("marker"))
+
+    return data_records
+
+
+def _marker_written_twice(log: _Log, w: ForeignWatch, state: dict, foreign: int) -> None:
+    """Batch 0, then batch 1 with batch 0's marker landing twice (its coordinator moved
+    mid-commit) and ``foreign`` records among them, then batches 2 and 3."""
+    a, b = log.write("batch0", 10)
+    w.on_run(run_of(a, b, 10))
+    state["batch"] = 1
+    log.write("marker0")
+    log.write("marker0")  # written again by the new coordinator
+    log.write("foreign", foreign)
+    a, b = log.write("batch1", 5)
+    w.on_run(run_of(a, b, 5))
+    state["batch"] = 2
+    log.write("marker1")
+    a, b = log.write("batch2", 3)
+    w.on_run(run_of(a, b, 3))
+    state["batch"] = 3
+    log.write("marker2")
+    a, b = log.write("batch3", 3)
+    w.on_run(run_of(a, b, 3))
+
+
+def test_exactly_once_a_marker_written_again_is_read_and_not_counted(caplog):
+    log, reads, state = _Log(), [], {"batch": 0}
+    w, faults = watch("fail", batch=lambda: state["batch"], data_records=_reader(log, reads))
+    with caplog.at_level(logging.INFO, logger="k2k.runner"):
+        _marker_written_twice(log, w, state, foreign=0)
+    assert found(w) == 0 and not faults.failures
+    assert reads and all(last < len(log.slots) for _, last in reads)
+    assert "transaction marker written again" in caplog.text
+
+
+def test_exactly_once_foreign_records_beside_a_marker_written_again_are_counted():
+    log, reads, state = _Log(), [], {"batch": 0}
+    w, faults = watch(batch=lambda: state["batch"], data_records=_reader(log, reads))
+    _marker_written_twice(log, w, state, foreign=2)
+    assert reads and found(w) == 3  # the rule's count: the extra marker beside two records
+
+
+def test_exactly_once_without_a_reader_counts_a_marker_written_again():
+    log, state = _Log(), {"batch": 0}
+    w, _ = watch(batch=lambda: state["batch"])
+    _marker_written_twice(log, w, state, foreign=0)
+    assert found(w) == 1
