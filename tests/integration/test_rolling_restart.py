@@ -166,22 +166,6 @@ def _pipeline_docs(clusters: Clusters, topic: str, suffix: str) -> dict[str, dic
     return docs
 
 
-def _create_control_topics(target: LocalCluster, docs: dict[str, dict]) -> None:
-    """Create the pipelines' commit and assignment topics (compacted, three replicas) and
-    wait until their leaders answer offset requests.
-
-    Why not let k2k create them: on a cluster of several brokers the partition leader may
-    not know a topic yet when the creation returns, and k2k start then fails reading its
-    new assignment topic (``Failed to query logical offset END: Broker: Unknown topic or
-    partition``, kafka/tail.py; seen once in four runs of this module). That start-up race
-    is reported on its own; it is not what these drills are about."""
-    for doc in docs.values():
-        coordination = doc["coordination"]
-        for topic in (coordination["commit"]["topic"], coordination["assignment"]["topic"]):
-            create_topic(target.bootstrap, topic, 1, {"cleanup.policy": "compact"})
-            end_offsets(target.bootstrap, topic, timeout=60)
-
-
 @pytest.fixture(scope="module")
 def drill(
     broker_clusters: ClusterPair, tmp_path_factory: pytest.TempPathFactory
@@ -193,7 +177,6 @@ def drill(
     create_topic(source.bootstrap, topic, PARTITIONS, TOPIC_CONFIG)
     clusters = Clusters(source.bootstrap, target.bootstrap)
     docs = _pipeline_docs(clusters, topic, suffix)
-    _create_control_topics(target, docs)
     state = Drill(broker_clusters, topic)
     state.start_load(seed=47)
     tmp = tmp_path_factory.mktemp("rolling")

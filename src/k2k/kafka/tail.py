@@ -18,7 +18,7 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Messag
 
 from k2k.errors import ClusterError
 from k2k.kafka.factory import FETCH_QUEUE_BACKOFF, READY_TIMEOUT_S, build_consumer, ready
-from k2k.kafka.faults import cluster_error, describe, is_unreachable
+from k2k.kafka.faults import cluster_error, describe, is_transient, is_unreachable, kafka_error_of
 
 __all__ = ["SyncTimeout", "TopicTail", "read_to_end", "tail_settings"]
 
@@ -108,15 +108,7 @@ class TopicTail:
         Returns False when ``abort()`` became true first (checked every 0.1 s)."""
         timeout = self.timeout_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + timeout
-        try:
-            ends = {
-                p: self._ends.get_watermark_offsets(
-                    TopicPartition(self.topic, p), timeout=timeout, cached=False
-                )[1]
-                for p in self.partitions
-            }
-        except KafkaException as exc:
-            raise cluster_error(exc, "target", self.bootstrap, f"reading {self.topic}") from None
+        ends = {p: self._end_offset(p, deadline) for p in self.partitions}
         remaining = {p for p in self.partitions if self._next[p] < ends[p]}
         while remaining:
             if abort is not None and abort():
@@ -133,6 +125,26 @@ class TopicTail:
             remaining = {p for p in remaining if self._next[p] < ends[p]}
         return True
 
+    def _end_offset(self, partition: int, deadline: float) -> int:
+        """The partition's end now; a broker that does not know the topic or partition yet
+        (created a moment ago, its metadata still spreading) or is settling is asked again,
+        after a pause growing to 1 s, until ``deadline``."""
+        pause = 0.05
+        while True:
+            left = max(deadline - time.monotonic(), 0.001)
+            try:
+                tp = TopicPartition(self.topic, partition)
+                return self._ends.get_watermark_offsets(tp, timeout=left, cached=False)[1]
+            except KafkaException as exc:
+                err = kafka_error_of(exc)
+                settling = err is not None and (_not_known_yet(err) or is_transient(err))
+                if not settling or time.monotonic() + pause >= deadline:
+                    raise cluster_error(
+                        exc, "target", self.bootstrap, f"reading {self.topic}"
+                    ) from None
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
+
     def poll(self, handle: Handler) -> None:
         """Pass the records that arrived since the last call (non-blocking)."""
         for m in self._consumer.consume(10_000, 0):
@@ -145,9 +157,10 @@ class TopicTail:
 
     def _take(self, m: Message, handle: Handler) -> None:
         err, part, offset = m.error(), m.partition(), m.offset()
-        if err is not None and is_unreachable(err):
-            # The consumer reconnects by itself; catch_up stays bounded by its timeout, and
-            # k2k start reports the outage once (k2k.observability.reachability).
+        if err is not None and (is_unreachable(err) or _not_known_yet(err)):
+            # The consumer reconnects (or refreshes its metadata) by itself; catch_up stays
+            # bounded by its timeout, and k2k start reports an outage once
+            # (k2k.observability.reachability).
             return
         if err is not None and err.code() != KafkaError._PARTITION_EOF:
             raise ClusterError(f"reading {self.topic} on the target: {describe(err)}")
@@ -159,6 +172,12 @@ class TopicTail:
             return
         self._next[part] = offset + 1
         handle(m)
+
+
+def _not_known_yet(err: KafkaError) -> bool:
+    """A broker's answer for a topic it has not heard of yet (its metadata lags the
+    controller's, as on a cluster of several brokers right after the topic was created)."""
+    return err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION)
 
 
 def read_to_end(
