@@ -8,8 +8,11 @@ lease's answers and :class:`IdleWatch` those of a member with no partitions of i
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
+
+from k2k.errors import ClusterError
 
 if TYPE_CHECKING:
     from k2k.errors import Unavailable
@@ -17,6 +20,8 @@ if TYPE_CHECKING:
     from k2k.pipeline.plan import PartitionRange
 
 __all__ = ["IdleWatch", "LeaseWatch", "LeaseWatcher"]
+
+log = logging.getLogger("k2k.planner")
 
 TP = tuple[str, int]
 
@@ -69,7 +74,15 @@ class LeaseWatch:
         self._adjust = adjust
 
     def adjust(self, topics_changed: bool) -> bool:
-        return self._adjust is not None and self._adjust(self, topics_changed)
+        if self._adjust is None:
+            return False
+        try:
+            return self._adjust(self, topics_changed)
+        except ClusterError as exc:
+            # A request that got no answer in time: the next lease plans afresh (and waits
+            # an outage out the usual way) rather than the run failing here.
+            log.warning("ending the lease to plan it again: %s", exc)
+            return False
 
     def reassigned(self) -> bool:
         return self.scope.membership.changed(self.members, self.claims)
