@@ -187,6 +187,7 @@ class AssignmentView:
         self.grace_ms = grace_ms
         self.members: dict[str, tuple[MemberRecord, int]] = {}  # newest record, its timestamp
         self.owners: dict[TP, OwnerRecord] = {}  # newest claim per partition
+        self.claimed: set[TP] = set()  # claimed since a watcher last took them (Membership)
         self.unsettled: dict[TP, list[OwnerRecord]] = {}  # claims since the last release
         self.now_ms = 0  # our own newest heartbeat's timestamp: "now" on the topic's clock
         self.cutover: CutoverRecord | None = None  # k2k cutover's newest record
@@ -202,6 +203,7 @@ class AssignmentView:
         elif isinstance(record, OwnerRecord):
             tp = (record.topic, record.partition)
             self.owners[tp] = record
+            self.claimed.add(tp)
             self.unsettled.setdefault(tp, []).append(record)
         elif isinstance(record, CutoverRecord):
             self.cutover = record
@@ -399,10 +401,6 @@ class Assignment:
     def share(self, partitions: list[TP], members: tuple[str, ...]) -> list[TP]:
         """This member's partitions: the sorted partitions dealt round robin to ``members``."""
         return self.view.share(partitions, members)
-
-    def claimed_elsewhere(self, claims: Mapping[TP, str]) -> list[TP]:
-        """Partitions among ``claims`` whose newest claim is no longer ours."""
-        return self.view.claimed_elsewhere(claims)
 
     # -- writing -------------------------------------------------------------------------
 

@@ -83,11 +83,12 @@ class _Progress:
     def __init__(self) -> None:
         self.total = 0
 
-    def text(self, stats: PipelineStats, rate: float) -> str | None:
+    def text(self, stats: PipelineStats, lag: int, rate: float) -> str | None:
+        """``lag``: ``stats.lag`` now (a sum over every partition: the caller's, once)."""
         if stats.ends is None:
             return None
-        self.total = max(self.total, stats.lag)
-        return progress_text(self.total, stats.lag, rate)
+        self.total = max(self.total, lag)
+        return progress_text(self.total, lag, rate)
 
 
 def progress_text(total: int, lag: int, rate: float) -> str:
@@ -133,8 +134,9 @@ class LiveDisplay:
         table.add_row("topics / partitions", f"{stats.topics} / {len(stats.committed)}")
         table.add_row("committed since start", f"{total - self.base:,} records")
         table.add_row("throughput", f"{rate:,.0f} records/s")
-        table.add_row("remaining lag", f"{stats.lag:,} records")
-        progress = self.progress.text(stats, rate)
+        lag = stats.lag
+        table.add_row("remaining lag", f"{lag:,} records")
+        progress = self.progress.text(stats, lag, rate)
         if progress is not None:
             table.add_row("until caught up", progress)
         table.add_row("lease", str(stats.leases))
@@ -153,19 +155,24 @@ class LogDisplay:
         self.rate = _Rate()
         self.progress = _Progress()
         self.next_at = time.monotonic() + interval_s
+        self._first = True
 
     def __call__(self, stats: PipelineStats) -> None:
         rate = self.rate.update(stats.replicated_offsets)
-        progress = self.progress.text(stats, rate)  # on every tick: the first lag is the total
         now = time.monotonic()
+        if self._first:  # the first lag is the total; the lag is summed only when shown
+            self._first = False
+            self.progress.text(stats, stats.lag, rate)
         if now < self.next_at:
             return
         self.next_at = now + self.interval_s
+        lag = stats.lag
+        progress = self.progress.text(stats, lag, rate)
         log.info(
             "%s: %s records/s, lag %s records over %d partitions (lease %d)%s",
             self.pipeline,
             f"{rate:,.0f}",
-            f"{stats.lag:,}",
+            f"{lag:,}",
             len(stats.committed),
             stats.leases,
             "" if progress is None else f"; until caught up: {progress}",

@@ -59,6 +59,7 @@ class Membership:
         self.stood_down = False
         self._fencings_counted = 0
         self._cutover_noted = False
+        self._watched_claims: dict[TP, str] | None = None  # the claims looked at last tick
         self.assignment = assignment_member(
             cfg, member, standby=standby, partitions=assignment_partitions
         )
@@ -165,11 +166,21 @@ class Membership:
                 ", ".join(members),
             )
             return True
-        lost = self.assignment.claimed_elsewhere(claims)
+        lost = self._claimed_elsewhere(claims)
         if lost:
             self._stand_down_from(lost)
             return True
         return False
+
+    def _claimed_elsewhere(self, claims: dict[TP, str]) -> list[TP]:
+        """Partitions of ``claims`` another member claimed. Every tick: only the partitions
+        claimed since the last tick are looked at, unless ``claims`` is a new lease's."""
+        view = self.assignment.view
+        fresh, view.claimed = view.claimed, set()
+        if claims is not self._watched_claims:
+            self._watched_claims = claims
+            return view.claimed_elsewhere(claims)
+        return view.claimed_elsewhere({tp: claims[tp] for tp in fresh if tp in claims})
 
     def _stand_down_from(self, lost: list[TP]) -> None:
         """Say which partitions another member claimed since this lease was planned (this

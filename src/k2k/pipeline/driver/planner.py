@@ -306,7 +306,7 @@ class Planner:
         if held - set(partitions):
             return False  # a topic was deleted: its runners may have failed on it already
         members, mine = membership.share(partitions)
-        if set(membership.assignment.claimed_elsewhere(watch.claims)) & mine:
+        if set(membership.assignment.view.claimed_elsewhere(watch.claims)) & mine:
             return False  # claimed from under us although still ours: this member was frozen
         catalog = _catalog(discovery)
         leaving = held - mine

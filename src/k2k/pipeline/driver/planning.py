@@ -37,8 +37,10 @@ log = logging.getLogger("k2k.planner")
 
 TP = tuple[str, int]
 
-#: How often the source's latest offsets are re-read for the live lag (continuous mode).
+#: How often the source's latest offsets are re-read for the live lag (continuous mode), and
+#: how much longer per partition: a whole cluster's end offsets are one large request.
 _LAG_REFRESH_S = 2.0
+_LAG_REFRESH_PER_PARTITION_S = 0.001
 
 
 @dataclass
@@ -139,7 +141,8 @@ class LiveProgress:
         due = now >= self._next_latest_refresh
         if planning.ends is None and due and planning.latest and answering:
             # Continuous mode: refresh the source's end offsets for the lag shown live.
-            self._next_latest_refresh = now + _LAG_REFRESH_S
+            every = max(_LAG_REFRESH_S, len(planning.latest) * _LAG_REFRESH_PER_PARTITION_S)
+            self._next_latest_refresh = now + every
             try:
                 # Asked once: a partition without a leader must not hold the tick.
                 latest = self.source.offsets(list(planning.latest), "latest", retry=False)

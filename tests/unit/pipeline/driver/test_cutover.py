@@ -1,6 +1,7 @@
 """The member side of ``k2k cutover`` (k2k.pipeline.driver.cutover, membership, planner):
 a drained cut-over record stops a member, at the join or while it runs; a record with step
-``cut`` only changes nothing. No clients: the assignment is a fake around a real view."""
+``cut`` only changes nothing; a member's watch of its claims on every tick. No clients: the
+assignment is a fake around a real view."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 
 import k2k
 from k2k.coordination.assignment import AssignmentView
-from k2k.formats import CutoverRecord, MemberRecord
+from k2k.formats import CutoverRecord, MemberRecord, OwnerRecord
 from k2k.pipeline.driver import membership as membership_module
 from k2k.pipeline.driver import planner as planner_module
 from k2k.pipeline.driver.cutover import CutOver, describe, drained
@@ -87,9 +88,6 @@ class _Assignment:
     def active_members(self) -> tuple[str, ...]:
         return ("m",)
 
-    def claimed_elsewhere(self, claims: dict[Any, str]) -> list[Any]:
-        return []
-
     def leave(self, claims: dict[Any, str]) -> None:
         self.left = True
 
@@ -106,6 +104,7 @@ def member(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Membership, _Assig
 
 def test_a_running_member_ends_its_lease_once_drained_not_at_the_cut(member, caplog):
     membership, fake = member
+    fake.view.apply(OwnerRecord(GROUP, "orders", 0, "m", "s1", "k2k-0", "c1", 0), 1_500)
     assert not membership.changed(("m",), {("orders", 0): "c1"})
     fake.view.apply(record("cut"), 3_000)
     assert not membership.changed(("m",), {("orders", 0): "c1"})  # still copying to the cut
@@ -201,3 +200,22 @@ def test_the_loop_stops_after_a_lease_ended_by_the_cut_over():
     planner._loop(_scope(membership))
     assert planner.stats.cutover == record("cut", "drain", "stop")
     assert not stopped.is_set()  # no stop request: the cut-over ended the run
+
+
+def test_a_lease_watch_looks_at_new_claims_only_and_sees_a_taker(member, monkeypatch):
+    """Every tick: a full look at a new lease's claims, then only at partitions claimed
+    since the last tick (a whole cluster's claims are not scanned twice a second)."""
+    membership, fake = member
+    view = fake.view
+    claims = {("orders", p): f"s1/{p}" for p in range(3)}
+    for p in range(3):
+        view.apply(OwnerRecord(GROUP, "orders", p, "m", "s1", "k2k-0", f"s1/{p}", 0), 1_500)
+    looked: list[int] = []
+    full = view.claimed_elsewhere
+    monkeypatch.setattr(view, "claimed_elsewhere", lambda c: looked.append(len(c)) or full(c))
+    assert not membership.changed(("m",), claims)
+    assert not membership.changed(("m",), claims)
+    assert looked == [3, 0]
+    view.apply(OwnerRecord(GROUP, "orders", 2, "x", "s9", "k2k-0", "s9/1", 0), 2_500)
+    assert membership.changed(("m",), claims)  # another member took orders[2]
+    assert looked == [3, 0, 1]
