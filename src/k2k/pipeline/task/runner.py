@@ -159,7 +159,7 @@ class Runner:
                 self.ledger.seen_end = source.seen_end
                 if not source.assigned and not self.ledger.unwritten and not spec.live:
                     return
-                strategy = self._strategy(producers, len(source.assigned))
+                strategy = self._strategy(producers, source)
                 closing.callback(strategy.close)
                 self._copy(source, strategy, stop)
             except (KafkaException, SystemError) as exc:
@@ -198,11 +198,13 @@ class Runner:
             self.faults.producers = producers
         return producers
 
-    def _strategy(self, producers: list[Producer], partitions: int) -> CommitStrategy:
+    def _strategy(self, producers: list[Producer], source: SourceReader) -> CommitStrategy:
         """The commit strategy of the lease's delivery mode."""
         commit = self.spec.commit
         if commit.exactly_once:
-            return ExactlyOnce(commit, producers, self.ledger, self.faults, partitions)
+            return ExactlyOnce(
+                commit, producers, self.ledger, self.faults, len(source.assigned), source.touched
+            )
         return AtLeastOnce(commit, producers[0], self.ledger, self.faults)
 
     def _verify_claims(self, claims: tuple[tuple[str, int, str], ...]) -> None:

@@ -214,7 +214,7 @@ def test_exactly_once_a_marker_written_again_is_read_and_not_counted(caplog):
 
 def test_exactly_once_foreign_records_beside_a_marker_written_again_are_counted():
     log, reads, state = _Log(), [], {"batch": 0}
-    w, faults = watch(batch=lambda: state["batch"], data_records=_reader(log, reads))
+    w, _ = watch(batch=lambda: state["batch"], data_records=_reader(log, reads))
     _marker_written_twice(log, w, state, foreign=2)
     assert reads and found(w) == 3  # the rule's count: the extra marker beside two records
 

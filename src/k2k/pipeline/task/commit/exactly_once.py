@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Set
 
 from confluent_kafka import KafkaException, Producer
 
@@ -42,6 +42,10 @@ __all__ = ["ExactlyOnce", "start_transactional_producers"]
 _MAX_TXN_WAIT_S = 300.0
 #: How long the commit thread's abort of a transaction whose commit failed may take.
 _FAILED_COMMIT_ABORT_S = 30.0
+#: Source partitions read into one transaction before it is sealed: the producer registers
+#: every partition it writes with the coordinator before sending to it, and that wait grows
+#: faster than the partitions (docs/exactly-once.md#when-a-batch-commits).
+MAX_TXN_PARTITIONS = 1000
 
 
 def start_transactional_producers(
@@ -75,7 +79,10 @@ class ExactlyOnce:
         ledger: ProgressLedger,
         faults: RunnerFaults,
         partitions: int,
+        touched: Set[TP] = frozenset(),
     ) -> None:
+        """``touched``: the source partitions read since the last commit point (the source
+        reader's set, updated in place)."""
         txid = faults.transactional_id
         self.pair = TransactionPair(producers, producer_ids(txid) if txid else None)
         self.producer: Producer = self.pair.current
@@ -85,6 +92,7 @@ class ExactlyOnce:
         self.batch_size = spec.batch_size
         self.batch_limit = spec.batch_size * max(1, partitions)
         self.batch_timeout_s = spec.batch_timeout_s
+        self.touched = touched
         self.wait_s = min(spec.ack_timeout_s, _MAX_TXN_WAIT_S)
         self.in_txn = False
         #: Transactions handed off to commit so far: the open one's number. The two
@@ -114,9 +122,13 @@ class ExactlyOnce:
         self.records += records
 
     def due(self, now: float) -> bool:
-        return self.records >= self.batch_limit or (
-            bool(self.records or self.ledger.unwritten)
-            and now - self.started >= self.batch_timeout_s
+        return (
+            self.records >= self.batch_limit
+            or len(self.touched) >= MAX_TXN_PARTITIONS
+            or (
+                bool(self.records or self.ledger.unwritten)
+                and now - self.started >= self.batch_timeout_s
+            )
         )
 
     def idle(self, caught_up: Callable[[], Positions | None]) -> None:
