@@ -107,8 +107,15 @@ class AtLeastOnce:
         self.epoch = _Epoch(now)
 
     def idle(self, caught_up: Callable[[], Positions | None]) -> None:
-        """Caught up: records are visible once produced, so there is no reason to seal."""
+        """Caught up: records are visible once produced, so there is no reason to seal for
+        them. Positions that moved past offsets no consumer is given (the records and
+        marker of an aborted source transaction) are written now: no record would."""
         self.service()
+        if not self.epoch.records:
+            positions = caught_up()
+            if positions and self.ledger.moves(positions):
+                self.seal(positions)
+                self._commit_ready()
 
     def service(self) -> None:
         self.producer.poll(0)

@@ -133,12 +133,13 @@ class ExactlyOnce:
 
     def idle(self, caught_up: Callable[[], Positions | None]) -> None:
         """The consumer had nothing queued: when the runner is also at the end of every
-        partition, commit what the batch holds now rather than at its limits."""
+        partition, commit what the batch holds now rather than at its limits, and
+        positions that moved past offsets no consumer is given (the records and marker of
+        an aborted source transaction), which no record would."""
         self.service()
-        if self.records:
-            positions = caught_up()
-            if positions is not None:
-                self.seal(positions)
+        positions = caught_up()
+        if positions is not None and (self.records or self.ledger.moves(positions)):
+            self.seal(positions)
 
     def service(self) -> None:
         self.producer.poll(0)
