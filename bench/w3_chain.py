@@ -1,0 +1,59 @@
+"""The W3 steady measurement chain alone, without a contender: the paced writer into 1,000
+source topics x 8 partitions and the latency probe reading those same source topics, on a
+fresh pair of 2 GiB brokers. What it reports is the floor under every contender's W3 steady
+figures on this host (docs/benchmarks.md, issue 47)::
+
+    .venv/bin/python -m bench.w3_chain [--rate 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.latency import WARMUP, PacedWriter
+from bench.topics import create_topics
+from k2k.local import free_port, start_pair
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--rate", type=int, default=1000, help="records/s over all partitions")
+    ap.add_argument("--seconds", type=float, default=60.0, help="the measured window")
+    a = ap.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="k2k-w3-chain-"))
+    pair = start_pair(root, free_port(), free_port(), timeout=120, heap="2g")
+    try:
+        source = pair.source.bootstrap
+        topics = [f"w3c-{i:03d}" for i in range(1000)]
+        create_topics(source, topics, 8)
+        writer = PacedWriter(source, topics, 8, 100)
+        writer.warmup()
+        (root / "topics").write_text("\n".join(topics))
+        out = root / "latency.json"
+        expect = str(int(a.rate * a.seconds))
+        args = ["--target", source, "--partitions", "8", "--topics", str(root / "topics")]
+        probe = subprocess.Popen(
+            [sys.executable, "-m", "bench.latency", *args, "--expect", expect, "--out", str(out)]
+        )
+        while not out.with_suffix(".ready").exists():
+            time.sleep(0.2)
+        writer.run(a.rate, 15, WARMUP)
+        started = time.monotonic()
+        writer.run(a.rate, a.seconds)
+        print(f"writer: {a.seconds:g} s of records took {time.monotonic() - started:.1f} s")
+        probe.wait(a.seconds + 300)
+        figures = json.loads(out.read_text())
+        print({k: figures[k] for k in ("received", "p50_ms", "p99_ms", "max_ms")})
+        print("per-second maxima, s:", [round(v / 1000, 1) for v in figures["per_second_max_ms"]])
+    finally:
+        pair.stop()
+
+
+if __name__ == "__main__":
+    main()
