@@ -3,7 +3,11 @@ replays after failures, refused settings, control-topic error policies."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
+from confluent_kafka import KafkaException
 
 from k2k.formats import ReleaseRecord, decode_assignment
 from tests.helpers.eos import (
@@ -226,3 +230,51 @@ def test_open_source_transaction_stalls_only_its_partition(clusters, tmp_path, t
         if proc.proc.poll() is None:
             proc.kill()
     assert_exact(clusters.source, clusters.target, t)
+
+
+def test_a_steady_load_becomes_visible_fetch_by_fetch_not_at_batch_timeout(
+    clusters, tmp_path, topic_name
+):
+    """Under a steady load every partition gets records in every fetch, so the consumer
+    sends no EOF event; the runner must still see that it copied all a fetch brought and
+    commit then, not only at ``batchTimeout`` (30 s here, longer than the load)."""
+    t = topic_name("steady")
+    name = topic_name("psteady")
+    create_topic(clusters.source, t, 4)
+    doc = eos_pipeline(
+        clusters,
+        name,
+        [t],
+        coordination={"commit": {"batchSize": 1_000_000, "batchTimeout": "30 seconds"}},
+    )
+    produce(clusters.source, t, [(p, b"k", b"first-%d" % p, [], None) for p in range(4)])
+
+    def copied() -> int:
+        return sum(len(records) for records in read_all(clusters.target, t).values())
+
+    def end() -> int:  # the last stable offsets: they move with every commit, and only then
+        return sum(end_offsets(clusters.target, t).values())
+
+    proc = K2KProcess(write_pipeline(tmp_path, doc), tmp_path / "k2k.log")
+    try:
+        eventually(copied, expected=4, timeout=120, interval=0.2, ignore=(KafkaException,))
+        counts: dict[str, int] = {}
+        load = threading.Thread(
+            target=lambda: counts.update(
+                mixed_workload(clusters.source, t, 12_000, 4, txn_share=0, chunk=10, rate=1_000)
+            )
+        )
+        load.start()
+        ends = set()
+        while load.is_alive():
+            ends.add(end())
+            time.sleep(0.2)  # sampling the target while the load runs, not synchronisation
+        load.join()
+        assert len(ends) >= 15, f"the target's end moved {len(ends) - 1} times in 12 s"
+        eventually(copied, expected=4 + counts["plain"], timeout=60, interval=0.5)
+        assert proc.stop() == 0, proc.output()[-2000:]
+    finally:
+        if proc.proc.poll() is None:
+            proc.kill()
+    assert assert_exact(clusters.source, clusters.target, t) == 4 + 12_000
+    print(f"\nsteady load: the target's read_committed end moved {len(ends) - 1} times in 12 s")

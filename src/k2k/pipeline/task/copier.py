@@ -51,7 +51,7 @@ class RecordCopier:
         starts: Mapping[tuple[str, int], int] | None = None,
         reads: tuple[set[tuple[str, int]], set[tuple[str, int]]] | None = None,
     ) -> None:
-        """``reads``: the source reader's ``touched`` and ``at_end`` sets, kept current once
+        """``reads``: the source reader's ``touched`` and ``behind`` sets, kept current once
         per run (see :class:`~k2k.pipeline.task.source.SourceReader`)."""
         self.plans = dict(plans)
         #: With one topic a run ends only where the partition changes.
@@ -76,7 +76,7 @@ class RecordCopier:
         #: many source records it kept from being replicated back.
         self.marker = next((p.marker for p in plans.values() if p.marker is not None), None)
         self.skipped = 0
-        self._touched, self._at_end = reads if reads is not None else (set(), set())
+        self._touched, self._behind = reads if reads is not None else (set(), set())
 
     def reassigned(
         self, plans: Mapping[str, TopicPlan], topics: set[str], gone: set[tuple[str, int]]
@@ -112,7 +112,7 @@ class RecordCopier:
         producer = ack = None
         only_topic = self.only_topic
         one_by_one = self.one_by_one
-        touched, at_end = self._touched, self._at_end
+        touched, behind = self._touched, self._behind
         while i < n:
             m = msgs[i]
             if m.error() is not None:
@@ -130,7 +130,7 @@ class RecordCopier:
             acks += self._copy_run(msgs, i, j, topic, part, producer, ack)
             key = (topic, part)
             touched.add(key)
-            at_end.discard(key)
+            behind.add(key)
             records += j - i
             i = j
         if records:
@@ -141,12 +141,12 @@ class RecordCopier:
 
     def _read_past(self, msgs: Sequence[Message]) -> None:
         """Mark the partitions of ``msgs`` read (bidirectional replication skips some)."""
-        touched, at_end = self._touched, self._at_end
+        touched, behind = self._touched, self._behind
         for m in msgs:
             if m.error() is None:
                 key = (m.topic() or "", m.partition() or 0)
                 touched.add(key)
-                at_end.discard(key)
+                behind.add(key)
 
     def _run_end(self, msgs: Sequence[Message], i: int, part: int, topic: str) -> int:
         """The end (exclusive) of the run of ``topic[part]`` that starts at ``msgs[i]``."""
@@ -335,7 +335,7 @@ def make_copier(
 ) -> RecordCopier:
     """The copier for a runner task: with the test-only failure hook when it is set for
     this task's first attempt. ``starts``: where the runner starts reading each partition;
-    ``reads``: the source reader's ``touched`` and ``at_end`` sets."""
+    ``reads``: the source reader's ``touched`` and ``behind`` sets."""
     fail_at = _injected_failure_point()
     if fail_at is None:
         return RecordCopier(plans, topics, on_event, on_produce_error, observer, starts, reads)

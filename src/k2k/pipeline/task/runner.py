@@ -245,7 +245,7 @@ class Runner:
                 self._foreign_watch(strategy),
             ),
             dict(self.ledger.committed),
-            (source.touched, source.at_end),
+            (source.touched, source.behind),
         )
         try:
             try:

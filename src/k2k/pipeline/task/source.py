@@ -37,9 +37,9 @@ class SourceReader:
 
     Its cost per record and per wake-up does not grow with the partitions assigned
     (docs/architecture.md#cost-per-record): the copier marks, once per run, the partitions
-    it read in :attr:`touched` and takes them out of :attr:`at_end`; partition-EOF events
-    put them back. Caught up is then a size comparison, and a commit point reads the
-    positions of the partitions that moved only.
+    it read in :attr:`touched` and in :attr:`behind`; a partition leaves :attr:`behind`
+    when it is found at the end its last fetch reported. Caught up is then an empty set,
+    and a commit point reads the positions of the partitions that moved only.
     """
 
     def __init__(
@@ -66,8 +66,9 @@ class SourceReader:
         self.retired: set[TP] = set()  # reached their range end: paused
         #: Partitions read (records or an EOF event) since the last commit point.
         self.touched: set[TP] = set()
-        #: Partitions at the end their last fetch saw (an EOF event since their last record).
-        self.at_end: set[TP] = set()
+        #: Partitions read (or assigned) since they were last seen at the end their last
+        #: fetch reported: an EOF event, or a caught-up check (:meth:`caught_up`).
+        self.behind: set[TP] = set()
         self._consumer: Consumer | None = None
         self.add(ranges)
 
@@ -90,6 +91,7 @@ class SourceReader:
             self._consumer = build_consumer(self._conf, on_error=self._on_error)
             ready(self._consumer, new[0].topic)
         self.assigned.extend(new)
+        self.behind.update((tp.topic, tp.partition) for tp in new)
         self.topics.update(r.topic for r in active)
         self._consumer.incremental_assign(new)
 
@@ -106,7 +108,7 @@ class SourceReader:
             self.eof.pop(tp, None)
             self.retired.discard(tp)
             self.touched.discard(tp)
-            self.at_end.discard(tp)
+            self.behind.discard(tp)
 
     @property
     def consumer(self) -> Consumer:
@@ -138,7 +140,7 @@ class SourceReader:
             self.eof[tp] = m.offset() or 0
             if tp in self.unbounded or tp in self.bounds:  # assigned, not retired
                 self.touched.add(tp)
-                self.at_end.add(tp)
+                self.behind.discard(tp)
             return
         where = f"{m.topic()}[{m.partition()}]"
         if err.code() == KafkaError._AUTO_OFFSET_RESET:
@@ -179,7 +181,7 @@ class SourceReader:
         )
         self.outcomes[tp].lost += low - position
         self.touched.add(tp)
-        self.at_end.discard(tp)
+        self.behind.add(tp)
         # The partition's fetcher stopped on the error (a seek is refused): assign it anew.
         self.consumer.incremental_unassign([TopicPartition(tp[0], tp[1])])
         self.consumer.incremental_assign([TopicPartition(tp[0], tp[1], low)])
@@ -216,12 +218,34 @@ class SourceReader:
 
     def caught_up(self) -> Positions | None:
         """The positions that moved since the last commit point when every partition still
-        read has reached the end its last fetch reported (an EOF event since its last
-        record: no request, nothing per partition), else None. A backlog is never caught
-        up even when the consumer's queue briefly runs dry."""
-        if len(self.at_end) < len(self.assigned) - len(self.retired):
+        read has reached the end its last fetch reported, else None. A backlog is never
+        caught up even when the consumer's queue briefly runs dry."""
+        if self.behind and not self._reached_ends():
             return None
         return self.moved_positions(())
+
+    def _reached_ends(self) -> bool:
+        """Whether every partition in :attr:`behind` is at the end its last fetch reported
+        (librdkafka's cached high watermark: no request); those found there leave the set.
+
+        A partition that gets records in every fetch never sees an EOF event, so it is
+        checked here. The check stops at the first partition still behind (in a backlog,
+        the first one looked at), and a partition found at the end is not looked at again
+        until the copier reads from it: the cost follows the runs read, not the partitions
+        assigned."""
+        consumer = self.consumer
+        reached: list[TP] = []
+        behind = False
+        for key in self.behind:
+            tp = TopicPartition(*key)
+            high = consumer.get_watermark_offsets(tp, cached=True)[1]
+            position = consumer.position([tp])[0].offset
+            if high < 0 or max(position, self.eof.get(key, -1)) < high:
+                behind = True
+                break
+            reached.append(key)
+        self.behind.difference_update(reached)
+        return not behind
 
     def moved_positions(self, unwritten: Iterable[TP]) -> Positions:
         """A commit point's positions: of the partitions read since the last one, and of
@@ -259,7 +283,7 @@ class SourceReader:
         for tp in finished:
             del self.bounds[tp]
             self.retired.add(tp)
-            self.at_end.discard(tp)
+            self.behind.discard(tp)
             self.outcomes[tp].reached_end = True
 
     def close(self) -> None:
