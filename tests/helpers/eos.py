@@ -13,6 +13,7 @@ from confluent_kafka import Producer
 
 from k2k.config.loader import deep_merge
 from k2k.formats import OwnerRecord, ProgressKey, ProgressRecord, decode_assignment
+from tests.helpers.compare import assert_same_records
 from tests.helpers.kafka import Rec, read_all
 from tests.helpers.pipelines import BASE_TS, pipeline_dict
 
@@ -103,25 +104,7 @@ def mixed_workload(
 def assert_exact(source: str, target: str, topic: str, target_topic: str | None = None) -> int:
     """Target (read_committed) equals source (read_committed), partition by partition, record
     for record: key, value, headers, timestamp. Returns the number of records compared."""
-    src = read_all(source, topic)
-    dst = read_all(target, target_topic or topic)
-    assert sorted(src) == sorted(dst), f"partitions differ: {sorted(src)} vs {sorted(dst)}"
-    compared = 0
-    for p in sorted(src):
-        want = [r.content() for r in src[p]]
-        got = [r.content() for r in dst[p]]
-        if got != want:
-            dup = len(got) - len(set(r[1] for r in got))
-            first = next(
-                (k for k, (a, b) in enumerate(zip(want, got, strict=False)) if a != b),
-                min(len(want), len(got)),
-            )
-            raise AssertionError(
-                f"partition {p}: source {len(want)} records, target {len(got)} "
-                f"({dup} repeated values); first difference at position {first}"
-            )
-        compared += len(want)
-    return compared
+    return assert_same_records(read_all(source, topic), read_all(target, target_topic or topic))
 
 
 def control_records(bootstrap: str, topic: str) -> dict[int, list[Rec]]:

@@ -1,11 +1,13 @@
 """The outage drill, both modes: brokers killed under a live load while ``k2k start`` runs.
 
-A live producer writes keyed records with headers to a source topic (exactly-once: about
-30 % in transactions, one transaction in three aborted) while the target broker is killed
-with SIGKILL and started again several times, with outages of growing length, and the source
-broker once. k2k must stay up throughout; at the end the target equals the source record
-for record (exactly-once: read_committed, zero duplicates; at-least-once: every record, in
-source order, duplicates only as replays of a run).
+A live producer writes keyed records with headers to a source topic (about 30 % in
+transactions, one transaction in three aborted) while the target broker is killed with
+SIGKILL and started again several times, with outages of growing length, and the source
+broker once. An at-least-once and an exactly-once ``k2k start`` copy the topic side by side
+(:mod:`tests.helpers.sidebyside`) and must stay up throughout; at the end each target topic
+holds the source's read_committed records (exactly-once: record for record, zero
+duplicates; at-least-once: every record, in source order, duplicates only as replays of a
+run).
 
 The suite runs a short drill. The product owners' drill (500k records; target outages of 10,
 45 and 90 s; a 20 s source outage) is the same test with::
@@ -33,9 +35,11 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from k2k.errors import K2KError
 from k2k.local import LocalCluster, free_port, start_pair
+from tests.helpers.compare import assert_at_least_once, assert_same_records
 from tests.helpers.kafka import Clusters, create_topic, end_offsets, eventually, read_all
-from tests.helpers.pipelines import BASE_TS, committed_progress, pipeline_dict, write_pipeline
+from tests.helpers.pipelines import BASE_TS, committed_progress, write_pipeline
 from tests.helpers.procs import K2KProcess
+from tests.helpers.sidebyside import PREFIXES, side_by_side_docs
 
 pytestmark = pytest.mark.integration
 
@@ -178,10 +182,15 @@ def _crash(cluster: LocalCluster) -> None:
 
 
 def _outage(cluster: LocalCluster, seconds: float, progress) -> float:
-    """Once replication moved on, crash ``cluster`` for ``seconds`` and start it again;
-    returns how long it was away."""
+    """Once both pipelines moved on (``progress``: mode -> records committed), crash
+    ``cluster`` for ``seconds`` and start it again; returns how long it was away."""
     before = progress()
-    eventually(lambda: progress() > before, timeout=300, interval=0.5, ignore=(K2KError,))
+
+    def moved() -> bool:
+        now = progress()
+        return all(now[mode] > n for mode, n in before.items())
+
+    eventually(moved, expected=True, timeout=300, interval=0.5, ignore=(K2KError,))
     down = time.monotonic()
     _crash(cluster)
     time.sleep(seconds)  # the outage itself: its length is the point of the drill
@@ -189,98 +198,101 @@ def _outage(cluster: LocalCluster, seconds: float, progress) -> float:
     return time.monotonic() - down
 
 
-@pytest.mark.parametrize("mode", ["at-least-once", "exactly-once"])
-def test_outage_drill(own_pair, tmp_path, topic_name, mode) -> None:
+def _progress(target: str, doc: dict) -> int:
+    try:
+        progress = committed_progress(target, doc["coordination"]["commit"]["topic"], doc["name"])
+    except K2KError:  # the commit topic is not there yet
+        return 0
+    return sum(progress.values())
+
+
+def test_outage_drill_in_both_modes_side_by_side(own_pair, tmp_path, topic_name) -> None:
     source, target = own_pair
-    eos = mode == "exactly-once"
     t = topic_name("chaos")
     create_topic(source.bootstrap, t, PARTITIONS)
-    doc = pipeline_dict(
-        Clusters(source.bootstrap, target.bootstrap),
-        topic_name("pchaos"),
-        [t],
-        features={
-            "exactlyOnce": "enabled" if eos else "disabled",
-            "tracingHeaders": {"offset": "enabled"},
-        },
-    )
-    commit_topic = doc["coordination"]["commit"]["topic"]
+    clusters = Clusters(source.bootstrap, target.bootstrap)
+    # One Spark core each: two drivers and two brokers (restarted under them) share 2 cores.
+    docs = side_by_side_docs(clusters, t, uuid.uuid4().hex[:8], spark={"master": "local[1]"})
 
-    def progress() -> int:
-        return sum(committed_progress(target.bootstrap, commit_topic, doc["name"]).values())
+    def progress() -> dict[str, int]:
+        return {mode: _progress(target.bootstrap, doc) for mode, doc in docs.items()}
 
     planned = sum(TARGET_OUTAGES) + SOURCE_OUTAGE + RESTART_S * (len(TARGET_OUTAGES) + 1) + 10
-    load = LiveLoad(source.bootstrap, t, RECORDS, RECORDS / planned, transactions=eos)
-    proc = K2KProcess(write_pipeline(tmp_path, doc), tmp_path / "k2k.log")
+    load = LiveLoad(source.bootstrap, t, RECORDS, RECORDS / planned, transactions=True)
+    procs = {
+        mode: K2KProcess(
+            write_pipeline(tmp_path, doc, f"{doc['name']}.yaml"), tmp_path / f"{mode}.log"
+        )
+        for mode, doc in docs.items()
+    }
     began = time.monotonic()
     load.start()
     outages = []
     try:
         for seconds in TARGET_OUTAGES:
             outages.append(("target", _outage(target, seconds, progress)))
-            assert proc.proc.poll() is None, proc.output()[-3000:]
+            _assert_up(procs)
         outages.append(("source", _outage(source, SOURCE_OUTAGE, progress)))
-        assert proc.proc.poll() is None, proc.output()[-3000:]
+        _assert_up(procs)
         load.join(900)
         assert not load.is_alive() and load.error is None, load.error
         ends = end_offsets(source.bootstrap, t, "read_committed")
-        expected = {(t, p): end for p, end in ends.items()}
-        eventually(
-            lambda: committed_progress(target.bootstrap, commit_topic, doc["name"]),
-            expected,
-            timeout=600,
-            interval=1,
-            ignore=(K2KError,),
-        )
+        for doc in docs.values():
+            eventually(
+                lambda doc=doc: committed_progress(
+                    target.bootstrap, doc["coordination"]["commit"]["topic"], doc["name"]
+                ),
+                {(t, p): end for p, end in ends.items()},
+                timeout=600,
+                interval=1,
+                ignore=(K2KError,),
+            )
         elapsed = time.monotonic() - began
-        assert proc.proc.poll() is None, proc.output()[-3000:]
-        assert proc.stop() == 0, proc.output()[-3000:]
+        _assert_up(procs)
+        for proc in procs.values():
+            assert proc.stop() == 0, proc.output()[-3000:]
     finally:
-        if proc.proc.poll() is None:
-            proc.kill()
+        for proc in procs.values():
+            if proc.proc.poll() is None:
+                proc.kill()
 
-    # A transaction some producer left open holds read_committed readers back until the
-    # coordinator aborts it (transaction.timeout.ms); the figures say how long that was.
-    settled = time.monotonic()
-    open_ends = end_offsets(target.bootstrap, t, "read_uncommitted")
-    eventually(lambda: end_offsets(target.bootstrap, t, "read_committed"), open_ends, timeout=300)
-    settled = time.monotonic() - settled
-    src, dst = (
-        read_all(source.bootstrap, t, timeout=300),
-        read_all(target.bootstrap, t, timeout=300),
-    )
+    src = read_all(source.bootstrap, t, timeout=300)
     replicated = sum(len(v) for v in src.values())
     # A transaction whose commit outcome the load could not learn was written again.
     assert replicated >= load.counts["plain"] + load.counts["committed"]
-    duplicates = 0
-    for p in range(PARTITIONS):
-        by_offset = {r.offset: r for r in src[p]}
-        offsets = [int(dict(r.headers)["k2k_offset"]) for r in dst[p]]
-        if eos:
-            # Record for record: each target record is the source record at the same place.
-            assert offsets == [r.offset for r in src[p]], p
-            for r, s in zip(dst[p], src[p], strict=True):
-                assert (r.key, r.value, r.timestamp) == (s.key, s.value, s.timestamp)
-                assert [h for h in r.headers if h[0] == "h-seq"] == s.headers
-            continue
-        assert set(offsets) == set(by_offset), p  # zero loss
-        # Each record follows its predecessor on the source, or restarts an earlier run.
-        assert all(cur <= prev + 1 for prev, cur in zip([-1, *offsets], offsets, strict=False)), p
-        for r, o in zip(dst[p], offsets, strict=True):
-            s = by_offset[o]
-            assert (r.key, r.value, r.timestamp) == (s.key, s.value, s.timestamp)
-            assert [h for h in r.headers if h[0] == "h-seq"] == s.headers
-        duplicates += len(offsets) - len(set(offsets))
-    out = proc.output()
-    paused = len(re.findall(r"replication paused", out))
-    resumed = [int(s) for s in re.findall(r"replicating again after (\d+) s", out)]
     print(
-        f"\noutage drill, {mode}: {replicated:,} records replicated of {RECORDS:,} written "
-        f"({load.counts['aborted']:,} aborted, {load.counts['retried']} transactions written "
-        f"again); outages {', '.join(f'{c} {s:.0f} s' for c, s in outages)}; k2k paused "
-        f"{paused} times, resumed after {resumed} s; {elapsed:.0f} s in all, the target's "
-        f"read_committed end settled {settled:.0f} s after the last commit; "
-        f"{duplicates:,} duplicates on the target"
+        f"\noutage drill: {replicated:,} records of {RECORDS:,} written ({load.counts['aborted']:,}"
+        f" aborted, {load.counts['retried']} transactions written again); outages "
+        f"{', '.join(f'{c} {s:.0f} s' for c, s in outages)}; {elapsed:.0f} s in all"
     )
-    if eos:
-        assert duplicates == 0
+    for mode in docs:
+        target_topic = PREFIXES[mode] + t
+        # A transaction some producer left open holds read_committed readers back until the
+        # coordinator aborts it (transaction.timeout.ms); the figures say how long that was.
+        settled = time.monotonic()
+        open_ends = end_offsets(target.bootstrap, target_topic, "read_uncommitted")
+        eventually(
+            lambda tt=target_topic: end_offsets(target.bootstrap, tt, "read_committed"),
+            open_ends,
+            timeout=300,
+        )
+        settled = time.monotonic() - settled
+        dst = read_all(target.bootstrap, target_topic, timeout=300)
+        if mode == "exactly-once":
+            assert_same_records(src, dst)
+            duplicates = 0
+        else:
+            duplicates = assert_at_least_once(src, dst)
+        out = procs[mode].output()
+        paused = len(re.findall(r"replication paused", out))
+        resumed = [int(s) for s in re.findall(r"replicating again after (\d+) s", out)]
+        print(
+            f"{mode}: k2k paused {paused} times, resumed after {resumed} s; the target's "
+            f"read_committed end settled {settled:.0f} s after the last commit; "
+            f"{duplicates:,} duplicates on the target"
+        )
+
+
+def _assert_up(procs: dict[str, K2KProcess]) -> None:
+    for mode, proc in procs.items():
+        assert proc.proc.poll() is None, f"{mode}:\n{proc.output()[-3000:]}"

@@ -32,11 +32,12 @@ from tests.helpers.brokers import (
     wait_in_sync,
     wait_leaders_moved,
 )
-from tests.helpers.eos import eos_pipeline
+from tests.helpers.compare import assert_at_least_once, assert_same_records
 from tests.helpers.kafka import Clusters, Rec, create_topic, end_offsets, eventually, read_all
 from tests.helpers.load import LiveLoad
-from tests.helpers.pipelines import committed_progress, pipeline_dict, write_pipeline
+from tests.helpers.pipelines import committed_progress, write_pipeline
 from tests.helpers.procs import K2KProcess
+from tests.helpers.sidebyside import PREFIXES, side_by_side_docs
 
 pytestmark = pytest.mark.integration
 
@@ -47,8 +48,6 @@ PARTITIONS = 3
 RATE = 150
 #: Both sides: a broker may be away while every partition keeps two replicas in sync.
 TOPIC_CONFIG = {"min.insync.replicas": "2"}
-#: Where each pipeline writes the source topic ``t``: ``<prefix>t`` on the target.
-PREFIXES = {"at-least-once": "alo.", "exactly-once": "eos."}
 
 
 @dataclass
@@ -142,30 +141,6 @@ def _lag(committed: dict[tuple[str, int], int], past: dict[tuple[str, int], int]
     }
 
 
-def _pipeline_docs(clusters: Clusters, topic: str, suffix: str) -> dict[str, dict]:
-    """The two pipelines: same source topic, one target topic each (``alo.`` / ``eos.``),
-    target topics created with the source's replication factor and ``min.insync.replicas``
-    2, one Spark core each (two drivers and six brokers share this machine)."""
-    common = {
-        "topicCreation": {"replicated": {"configs": TOPIC_CONFIG}},
-        "spark": {"master": "local[1]"},
-    }
-    alo_name = f"p-alo-{suffix}"
-    alo = pipeline_dict(
-        clusters,
-        alo_name,
-        [topic],
-        features={"tracingHeaders": {"offset": "enabled"}},
-        coordination={"assignment": {"topic": f"__k2k_assignment-{alo_name}"}},
-        **common,
-    )
-    eos = eos_pipeline(clusters, f"p-eos-{suffix}", [topic], **common)
-    docs = {"at-least-once": alo, "exactly-once": eos}
-    for mode, doc in docs.items():
-        doc["replication"][1]["sink"]["topic"] = {"prefix": PREFIXES[mode]}
-    return docs
-
-
 @pytest.fixture(scope="module")
 def drill(
     broker_clusters: ClusterPair, tmp_path_factory: pytest.TempPathFactory
@@ -176,7 +151,15 @@ def drill(
     source, target = broker_clusters
     create_topic(source.bootstrap, topic, PARTITIONS, TOPIC_CONFIG)
     clusters = Clusters(source.bootstrap, target.bootstrap)
-    docs = _pipeline_docs(clusters, topic, suffix)
+    docs = side_by_side_docs(
+        clusters,
+        topic,
+        suffix,
+        # Target topics with the source's replication factor and min.insync.replicas 2; one
+        # Spark core each (two drivers and six brokers share this machine).
+        topicCreation={"replicated": {"configs": TOPIC_CONFIG}},
+        spark={"master": "local[1]"},
+    )
     state = Drill(broker_clusters, topic)
     state.start_load(seed=47)
     tmp = tmp_path_factory.mktemp("rolling")
@@ -221,61 +204,27 @@ def _replication(cluster: LocalCluster, topic: str) -> tuple[set[int], str]:
     return {len(p.replicas) for p in partitions.values()}, configs["min.insync.replicas"].value
 
 
-def _source_index(records: list[Rec]) -> dict[int, int]:
-    """Source offset -> position among the partition's records (offsets have gaps: markers
-    and aborted records occupy offsets that are never read)."""
-    return {r.offset: i for i, r in enumerate(records)}
-
-
 def _assert_at_least_once(drill: Drill, pipeline: Pipeline) -> int:
-    """Every source record is on the target with its key, value, headers and timestamp, in
-    source order per partition (a replay restarts an earlier run, never skips or reorders);
-    the number of duplicates."""
-    src = drill.source
-    dst = read_all(drill.pair.target.bootstrap, pipeline.target_topic)
-    assert sorted(dst) == sorted(src)
-    duplicates = 0
-    for p in sorted(src):
-        index = _source_index(src[p])
-        offsets = [int(dict(r.headers)["k2k_offset"]) for r in dst[p]]
-        assert set(offsets) == set(index), (
-            f"partition {p}: lost {sorted(set(index) - set(offsets))[:20]}"
-        )
-        positions = [index[o] for o in offsets]
-        assert all(
-            cur <= prev + 1 for prev, cur in zip([-1, *positions], positions, strict=False)
-        ), p
-        for r, o in zip(dst[p], offsets, strict=True):
-            s = src[p][index[o]]
-            assert (r.key, r.value, r.timestamp) == (s.key, s.value, s.timestamp), (p, o)
-            assert [h for h in r.headers if not h[0].startswith("k2k_")] == s.headers, (p, o)
-        duplicates += len(offsets) - len(set(offsets))
-    assert (
-        sum(len(recs) for recs in src.values())
-        == drill.written["plain"] + drill.written["committed"]
+    """Every source record on the target in order (duplicates only as replays), and the
+    source holds what the load committed; the number of duplicates."""
+    duplicates = assert_at_least_once(
+        drill.source, read_all(drill.pair.target.bootstrap, pipeline.target_topic)
     )
+    assert _written(drill) == drill.written["plain"] + drill.written["committed"]
     return duplicates
 
 
 def _assert_exactly_once(drill: Drill, pipeline: Pipeline) -> int:
-    """The read_committed target equals the read_committed source, partition by partition,
-    record for record (key, value, headers, timestamp, in order), and holds what the load
-    committed, no aborted record; the number compared."""
+    """The read_committed target equals the read_committed source record for record, and
+    holds what the load committed, no aborted record; the number compared."""
     dst = read_all(drill.pair.target.bootstrap, pipeline.target_topic)
-    assert sorted(dst) == sorted(drill.source)
-    for p, records in sorted(drill.source.items()):
-        want, got = [r.content() for r in records], [r.content() for r in dst[p]]
-        if got != want:
-            first = next(
-                (i for i, (a, b) in enumerate(zip(want, got, strict=False)) if a != b), None
-            )
-            raise AssertionError(
-                f"partition {p}: source {len(want)} records, target {len(got)}; first "
-                f"difference at position {min(len(want), len(got)) if first is None else first}"
-            )
-    compared = sum(len(records) for records in drill.source.values())
+    compared = assert_same_records(drill.source, dst)
     assert compared == drill.written["plain"] + drill.written["committed"]
     return compared
+
+
+def _written(drill: Drill) -> int:
+    return sum(len(records) for records in drill.source.values())
 
 
 def _pipeline(drill: Drill, mode: str) -> Pipeline:
