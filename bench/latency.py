@@ -50,7 +50,12 @@ class PacedWriter:
     (i div P) mod T, so consecutive records land on different partitions)."""
 
     def __init__(
-        self, bootstrap: str, topic: str | Sequence[str], partitions: int, size: int
+        self,
+        bootstrap: str,
+        topic: str | Sequence[str],
+        partitions: int,
+        size: int,
+        linger_ms: int = 1,
     ) -> None:
         self.topics = [topic] if isinstance(topic, str) else list(topic)
         self.topic = self.topics[0]
@@ -59,7 +64,7 @@ class PacedWriter:
         self.producer = Producer(
             {
                 "bootstrap.servers": bootstrap,
-                "linger.ms": 1,
+                "linger.ms": linger_ms,
                 "acks": "all",
                 "enable.idempotence": True,
             }
@@ -162,7 +167,13 @@ def figures(lat_ms: list[float], by_second: dict[int, list[float]]) -> dict[str,
 
 
 def probe(
-    target: str, topics: list[str], partitions: int, expect: int, out: Path, limit_s: float
+    target: str,
+    topics: list[str],
+    partitions: int,
+    expect: int,
+    out: Path,
+    limit_s: float,
+    fetch_wait_ms: int = 10,
 ) -> None:
     """Reads ``topics`` on the target until ``expect`` measured records arrived (or SIGTERM
     or ``limit_s``), then writes the latency figures as JSON to ``out``."""
@@ -178,7 +189,7 @@ def probe(
         "group.id": "bench-latency",
         "isolation.level": "read_committed",
         "enable.auto.commit": False,
-        "fetch.wait.max.ms": 10,
+        "fetch.wait.max.ms": fetch_wait_ms,
         "fetch.queue.backoff.ms": 1,
         "topic.metadata.refresh.interval.ms": 500,
     }
@@ -230,9 +241,10 @@ def main() -> None:
     ap.add_argument("--expect", type=int, required=True)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--limit", type=float, default=600)
+    ap.add_argument("--fetch-wait-ms", type=int, default=10)
     a = ap.parse_args()
     topics = [a.topic] if a.topic else a.topics.read_text().split()
-    probe(a.target, topics, a.partitions, a.expect, a.out, a.limit)
+    probe(a.target, topics, a.partitions, a.expect, a.out, a.limit, a.fetch_wait_ms)
 
 
 if __name__ == "__main__":
