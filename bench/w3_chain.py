@@ -25,15 +25,17 @@ from k2k.local import free_port, start_pair
 
 
 def _cpu_seconds(broker: int | None, probe: int) -> tuple[float, float, float]:
-    """CPU seconds so far of the broker (its JVM and children), the probe and this process."""
+    """CPU seconds so far of the source broker (its JVM), the probe and this process (the
+    writer; its children, the brokers and the probe, not counted)."""
 
-    def used(pid: int | None) -> float:
+    def used(pid: int | None, children: bool = True) -> float:
         if pid is None:
             return 0.0
-        procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)] if children else [root]
         return sum(sum(p.cpu_times()[:2]) for p in procs)
 
-    return used(broker), used(probe), used(os.getpid())
+    return used(broker), used(probe), used(os.getpid(), children=False)
 
 
 def main() -> None:
