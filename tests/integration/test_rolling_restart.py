@@ -86,6 +86,11 @@ class Drill:
     #: The source topic as read once the last load stopped (what the tests compare with).
     source: dict[int, list[Rec]] = field(default_factory=dict)
 
+    @property
+    def readable(self) -> int:
+        """The records the loads wrote that a read_committed reader sees."""
+        return self.written["plain"] + self.written["committed"]
+
     def start_load(self, seed: int) -> None:
         """Chunks of 50 records at :data:`RATE`, about one in three a source transaction
         (one in three of those aborted); a load that runs already (a drill run on its own
@@ -210,7 +215,7 @@ def _assert_at_least_once(drill: Drill, pipeline: Pipeline) -> int:
     duplicates = assert_at_least_once(
         drill.source, read_all(drill.pair.target.bootstrap, pipeline.target_topic)
     )
-    assert _written(drill) == drill.written["plain"] + drill.written["committed"]
+    assert sum(len(records) for records in drill.source.values()) == drill.readable
     return duplicates
 
 
@@ -219,12 +224,8 @@ def _assert_exactly_once(drill: Drill, pipeline: Pipeline) -> int:
     holds what the load committed, no aborted record; the number compared."""
     dst = read_all(drill.pair.target.bootstrap, pipeline.target_topic)
     compared = assert_same_records(drill.source, dst)
-    assert compared == drill.written["plain"] + drill.written["committed"]
+    assert compared == drill.readable
     return compared
-
-
-def _written(drill: Drill) -> int:
-    return sum(len(records) for records in drill.source.values())
 
 
 def _pipeline(drill: Drill, mode: str) -> Pipeline:
