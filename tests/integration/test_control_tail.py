@@ -1,15 +1,19 @@
-"""A control-topic read held by another producer's open transaction (a member killed in the
-middle of one, whose transactional id this lease does not fence) stops waiting as soon as
-it is told to: a runner whose lease ends then returns at once instead of failing at
-``coordination.commit.syncTimeout``."""
+"""Reading control topics. A read held by another producer's open transaction (a member
+killed in the middle of one, whose transactional id this lease does not fence) stops waiting
+as soon as it is told to: a runner whose lease ends then returns at once instead of failing
+at ``coordination.commit.syncTimeout``. A progress read told what lies before some offsets
+reads only what follows them."""
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 from confluent_kafka import Message, Producer
 
+from k2k.coordination.progress import ProgressStore
+from k2k.formats import ProgressKey, ProgressRecord
 from k2k.kafka.tail import TopicTail
 from tests.helpers.kafka import create_topic
 
@@ -43,3 +47,59 @@ def test_a_read_past_an_open_transaction_returns_when_aborted(clusters, topic_na
         assert [(m.key(), m.value()) for m in seen] == [(b"k", b"v")]
     finally:
         tail.close()
+
+
+def test_a_progress_read_told_what_lies_before_reads_only_what_follows(clusters, topic_name):
+    """A runner taking partitions on is handed the driver's view of the commit topic: it
+    reads only past it, and what it ends with equals a read of the whole topic."""
+    t = topic_name("progress")
+    create_topic(clusters.target, t, 1)
+    producer = Producer({"bootstrap.servers": clusters.target})
+
+    def write(partition: int, offset: int) -> None:
+        key, value = ProgressRecord("g", "src", partition, offset, "p", 1).encode()
+        producer.produce(t, value, key, partition=0)
+
+    for offset in range(1, 6):
+        write(0, offset * 10)  # partition 0: only before the cut
+        write(1, offset)
+    assert producer.flush(30) == 0
+    driver = _store(clusters.target, t)
+    try:
+        driver.load()
+        read_to = driver.read_to()
+        # Consistent view: everything below ``read_to`` is in ``latest``.
+        known = dict(driver.latest)
+    finally:
+        driver.close()
+    assert read_to == {0: 10} and known[("src", 0)].offset == 50
+    write(1, 99)
+    producer.produce(t, None, ProgressKey("g", "src", 2).encode(), partition=0)  # a tombstone
+    assert producer.flush(30) == 0
+    # A marker the prefix does not hold: a reader that went back to the beginning would
+    # replace it with partition 0's real record (offset 50).
+    known[("src", 0)] = ProgressRecord("g", "src", 0, 7, "marker", 1)
+    known[("src", 2)] = ProgressRecord("g", "src", 2, 3, "p", 1)
+    runner = _store(clusters.target, t, start_at=read_to, known=known)
+    try:
+        latest = runner.load()
+        assert runner.read_to() == {0: 12}
+    finally:
+        runner.close()
+    assert {tp: (r.offset, r.pipeline) for tp, r in latest.items()} == {
+        ("src", 0): (7, "marker"),  # the prefix was not read again
+        ("src", 1): (99, "p"),  # what follows was
+    }  # and the tombstone after the cut removed partition 2
+
+
+def _store(bootstrap: str, topic: str, **kwargs: Any) -> ProgressStore:
+    return ProgressStore(
+        {"bootstrap.servers": bootstrap},
+        topic,
+        "g",
+        sync_timeout_s=30,
+        on_sync_timeout="fail",
+        on_bad_record="fail",
+        partitions=[0],
+        **kwargs,
+    )

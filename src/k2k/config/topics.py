@@ -159,7 +159,9 @@ class ControlTopicCreation(K2KModel):
         default_factory=dict,
         description="Topic configs of each control topic, e.g. `min.insync.replicas: 2`. "
         "`cleanup.policy` is `compact` for the commit and assignment topics (another value is "
-        "refused) and is not passed on to the offset-mapping and metrics topics.",
+        "refused) and is not passed on to the offset-mapping and metrics topics. The commit and "
+        "assignment topics get `segment.ms: 300000` and `segment.bytes: 16777216` unless set: "
+        "compaction never shortens a log's open segment, and every start reads what is left.",
     )
     common: Annotated[TopicBlock | None, _BLOCK] = Field(
         None,
@@ -234,7 +236,7 @@ class ControlTopicCreation(K2KModel):
     def coordination(self) -> TopicSettings:
         """The commit and assignment topics: ``common`` over the flat keys, compacted."""
         partitions, replication_factor = self._sizes(None)
-        configs = {_POLICY: "compact", **self._common_configs()}
+        configs = {_POLICY: "compact", **_SHORT_SEGMENTS, **self._common_configs()}
         return TopicSettings(partitions, replication_factor, configs)
 
     def _expiring(self, block: TopicBlock | None) -> TopicSettings:
@@ -251,6 +253,10 @@ class ControlTopicCreation(K2KModel):
         """The metrics topic: its block over ``common`` over the flat keys; never compacted."""
         return self._expiring(self.metrics_block)
 
+
+#: Segments of the compacted control topics: compaction never shortens a log's open segment
+#: (by default 1 GiB or 7 days), and a starting driver and each runner read the topic whole.
+_SHORT_SEGMENTS = {"segment.ms": "300000", "segment.bytes": "16777216"}
 
 _FLAT_SPELLINGS = {
     "replication_factor": ("replicationFactor", "replication_factor", "replication"),

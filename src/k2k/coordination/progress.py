@@ -34,7 +34,9 @@ log = logging.getLogger("k2k.progress")
 class ProgressStore:
     """Runs on: driver or executor. Loads and tails the progress records of one commit group.
 
-    ``partitions`` limits reading to the commit-topic partitions a runner's keys hash to.
+    ``partitions`` limits reading to the commit-topic partitions a runner's keys hash to;
+    ``start_at`` (commit-topic partition -> offset) and ``known`` (the newest records below
+    those offsets) let a reader that was told what lies before them read only what follows.
     """
 
     def __init__(
@@ -48,6 +50,8 @@ class ProgressStore:
         on_bad_record: Policy,
         partitions: list[int] | None = None,
         past_open_transactions: bool = False,
+        start_at: Mapping[int, int] | None = None,
+        known: Mapping[tuple[str, int], ProgressRecord] | None = None,
     ) -> None:
         self.topic = topic
         self.group = group
@@ -61,10 +65,11 @@ class ProgressStore:
             group_id=f"k2k.{group}.progress-reader",
             timeout_s=sync_timeout_s,
             past_open_transactions=past_open_transactions,
+            start_at=start_at,
         )
         #: Another commit group's record, told by its key's bytes (not decoded).
         self._of_other_group = ProgressKey.other_groups_filter(group)
-        self.latest: dict[tuple[str, int], ProgressRecord] = {}
+        self.latest: dict[tuple[str, int], ProgressRecord] = dict(known or {})
         self.skipped = 0
         self._fresh: list[ProgressRecord] = []
 
@@ -89,6 +94,11 @@ class ProgressStore:
         self._tail.poll(self._apply)
         fresh, self._fresh = self._fresh, []
         return fresh
+
+    def read_to(self) -> dict[int, int]:
+        """Per commit-topic partition, the offset below which :attr:`latest` holds every
+        record read (with ``latest`` read after it: a consistent view)."""
+        return self._tail.read_to()
 
     def close(self) -> None:
         self._tail.close()

@@ -44,6 +44,8 @@ def tail_settings(
         "group.id": group_id,
         "enable.auto.commit": "false",
         "enable.partition.eof": "true",
+        # A start offset no longer (or not yet) in the log: everything there is, not the end.
+        "auto.offset.reset": "earliest",
         "isolation.level": "read_uncommitted" if untransacted else "read_committed",
         "fetch.wait.max.ms": "50",
     }
@@ -63,8 +65,12 @@ class TopicTail:
         timeout_s: float,
         past_open_transactions: bool = False,
         untransacted: bool = False,
+        start_at: Mapping[int, int] | None = None,
     ) -> None:
-        """``past_open_transactions``: :meth:`catch_up` reads to the high watermark, waiting
+        """``start_at``: where reading starts per partition (by default the beginning): a
+        caller that knows what lies before these offsets reads only what follows them.
+
+        ``past_open_transactions``: :meth:`catch_up` reads to the high watermark, waiting
         for transactions open at the call to end (a runner after fencing its predecessors:
         their committed records may lie behind another runner's open transaction). Otherwise
         it reads to the last stable offset, which never waits.
@@ -94,8 +100,11 @@ class TopicTail:
             self._consumer.close()
             raise cluster_error(exc, "target", self.bootstrap, f"reading {topic}") from None
         self.partitions = sorted(set(partitions))
-        self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in self.partitions])
-        self._next: dict[int, int] = dict.fromkeys(self.partitions, 0)
+        starts = {p: (start_at or {}).get(p, 0) for p in self.partitions}
+        self._consumer.assign(
+            [TopicPartition(topic, p, starts[p] or OFFSET_BEGINNING) for p in self.partitions]
+        )
+        self._next: dict[int, int] = starts
 
     def catch_up(
         self,
@@ -144,6 +153,10 @@ class TopicTail:
                     ) from None
             time.sleep(pause)
             pause = min(pause * 2, 1.0)
+
+    def read_to(self) -> dict[int, int]:
+        """Per partition, the offset below which every committed record was passed on."""
+        return dict(self._next)
 
     def poll(self, handle: Handler) -> None:
         """Pass the records that arrived since the last call (non-blocking)."""

@@ -8,10 +8,11 @@ is the one piece of logic: how the planner splits a lease's partitions into runn
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from k2k.formats import ProgressRecord
 from k2k.stages.topicplan import TopicPlan
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ __all__ = [
     "PartitionOutcome",
     "PartitionRange",
     "PolicySpec",
+    "ProgressSnapshot",
     "RunnerGroup",
     "RunnerSummary",
     "SlotAssignment",
@@ -53,17 +55,37 @@ class PartitionRange:
 
 
 @dataclass(frozen=True, slots=True)
+class ProgressSnapshot:
+    """The driver's view of the commit topic, so that a runner taking partitions on reads
+    only what was written since instead of the whole topic
+    (docs/architecture.md#taking-partitions-on).
+
+    ``read_to``: per commit-topic partition, the offset below which the driver has read every
+    committed record; ``records``: for each partition it covers, the newest progress record
+    below those offsets (None: none).
+    """
+
+    read_to: dict[int, int]
+    records: dict[tuple[str, int], ProgressRecord | None]
+
+    def covers(self, tps: Iterable[tuple[str, int]]) -> bool:
+        return all(tp in self.records for tp in tps)
+
+
+@dataclass(frozen=True, slots=True)
 class RunnerGroup:
     """The source partitions one Spark task copies during one lease.
 
     ``transactional_id`` is set in exactly-once mode; ``claims`` maps each partition to the
-    claim id the planner wrote in the assignment topic (the runner verifies it still holds).
+    claim id the planner wrote in the assignment topic (the runner verifies it still holds);
+    ``progress`` the driver's view of their progress (None: the runner reads it all).
     """
 
     index: int
     ranges: tuple[PartitionRange, ...]
     transactional_id: str | None = None
     claims: tuple[tuple[str, int, str], ...] = ()
+    progress: ProgressSnapshot | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +98,8 @@ class SlotAssignment:
     least the plans and ids of the topics of ``ranges`` (a runner keeps the plans it has);
     ``grown`` the target topics of those that gained partitions since the slot's previous
     assignment, with their partition count now (its producers must see them before
-    writing there).
+    writing there); ``progress`` the driver's view of the progress of the partitions the
+    runner may not have taken on yet.
     """
 
     version: int
@@ -85,6 +108,7 @@ class SlotAssignment:
     topics: dict[str, TopicPlan]
     topic_ids: dict[str, str]
     grown: dict[str, int]
+    progress: ProgressSnapshot | None = None
 
 
 @dataclass(frozen=True, slots=True)

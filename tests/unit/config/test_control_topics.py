@@ -26,6 +26,8 @@ control:
     config: {"cleanup.policy": "delete", "retention.ms": "2592000000"}
 """
 
+SEGMENTS = {"segment.ms": "300000", "segment.bytes": "16777216"}
+
 
 def test_flat_layout_works_as_before(build: Any) -> None:
     control = build(
@@ -43,7 +45,7 @@ def test_flat_layout_works_as_before(build: Any) -> None:
     assert control.configs == {"min.insync.replicas": "2", "cleanup.policy": "compact"}
     assert control.common is None
     assert control.coordination() == TopicSettings(
-        2, 3, {"cleanup.policy": "compact", "min.insync.replicas": "2"}
+        2, 3, {"cleanup.policy": "compact", **SEGMENTS, "min.insync.replicas": "2"}
     )
     # The flat keys reach the other control topics too, except their cleanup.policy.
     assert control.offset_mapping() == TopicSettings(
@@ -54,7 +56,8 @@ def test_flat_layout_works_as_before(build: Any) -> None:
 
 def test_defaults_resolve() -> None:
     control = ControlTopicCreation()
-    assert control.coordination() == TopicSettings(1, -1, {"cleanup.policy": "compact"})
+    # Short segments: compaction never shortens the open one, and every start reads the rest.
+    assert control.coordination() == TopicSettings(1, -1, {"cleanup.policy": "compact", **SEGMENTS})
     assert control.offset_mapping() == TopicSettings(1, -1, {"cleanup.policy": "delete"})
     assert control.metrics() == TopicSettings(1, -1, {"cleanup.policy": "delete"})
 
@@ -62,7 +65,7 @@ def test_defaults_resolve() -> None:
 def test_nested_layout_resolves_per_topic(build: Any) -> None:
     control = build({"topicCreation": yaml.safe_load(NESTED)}).topic_creation.control
     assert control.coordination() == TopicSettings(
-        3, 3, {"cleanup.policy": "compact", "min.insync.replicas": "2"}
+        3, 3, {"cleanup.policy": "compact", **SEGMENTS, "min.insync.replicas": "2"}
     )
     assert control.offset_mapping() == TopicSettings(
         6,
@@ -91,7 +94,7 @@ def test_blocks_fall_back_to_common_then_flat(build: Any) -> None:
         }
     ).topic_creation.control
     assert control.coordination() == TopicSettings(
-        2, 3, {"cleanup.policy": "compact", "segment.ms": "1000"}
+        2, 3, {"cleanup.policy": "compact", "segment.bytes": "16777216", "segment.ms": "1000"}
     )
     assert control.offset_mapping() == TopicSettings(
         2, 3, {"cleanup.policy": "compact,delete", "segment.ms": "1000"}

@@ -201,6 +201,12 @@ class Planner:
         live = not self.options.until_caught_up
         slots = self._slots(job)
         groups = membership.claim(self._plan(scope, ranges, slots, live), self._stopping)
+        groups = [
+            dataclasses.replace(
+                g, progress=scope.live.snapshot((r.topic, r.partition) for r in g.ranges)
+            )
+            for g in groups
+        ]
         if self._stopping():
             # Not released: this claim may not have fenced its predecessors yet, so the
             # next claimant must still deal with them (see Assignment.acquire).
@@ -225,7 +231,11 @@ class Planner:
             level, "lease %d: %d groups over %d partitions", spec.lease_id, len(groups), len(ranges)
         )
         claims = {(t, p): c for g in groups for t, p, c in g.claims}
-        live_slots = LiveSlots(groups, scope.control, _catalog(discovery)) if live else None
+        live_slots = (
+            LiveSlots(groups, scope.control, _catalog(discovery), scope.live.snapshot)
+            if live
+            else None
+        )
         adjust = functools.partial(self._adjust, scope, live_slots) if live_slots else None
         summaries = job.run(spec, groups, LeaseWatch(scope, members, claims, adjust))
         held = live_slots.groups() if live_slots is not None else groups

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from k2k.errors import K2KError
 from k2k.pipeline.driver.positions import StartPositions
+from k2k.pipeline.plan import ProgressSnapshot
 
 if TYPE_CHECKING:
     from k2k.coordination.progress import ProgressStore
@@ -154,3 +155,9 @@ class LiveProgress:
         planning.take_progress(self.progress.poll())
         if self.on_tick is not None:
             self.on_tick(self.stats)
+
+    def snapshot(self, tps: Iterable[TP]) -> ProgressSnapshot:
+        """What the commit topic's tail says of ``tps`` so far, for runners taking them on."""
+        read_to = self.progress.read_to()  # first: the records below it are in ``latest``
+        latest = self.progress.latest
+        return ProgressSnapshot(read_to, {tp: latest.get(tp) for tp in tps})

@@ -21,7 +21,13 @@ from dataclasses import dataclass, field
 
 from k2k.kafka import TP
 from k2k.pipeline.channel import Dropped, LeaseControl
-from k2k.pipeline.plan import PartitionOutcome, PartitionRange, RunnerGroup, SlotAssignment
+from k2k.pipeline.plan import (
+    PartitionOutcome,
+    PartitionRange,
+    ProgressSnapshot,
+    RunnerGroup,
+    SlotAssignment,
+)
 from k2k.stages.topicplan import TopicPlan
 
 __all__ = ["LiveSlots", "TopicCatalog"]
@@ -51,16 +57,24 @@ class _Slot:
     version: int = 0
     #: The target partition counts this slot's runner knows of (sent, or at lease start).
     targets: dict[str, int] = field(default_factory=dict)
+    #: Taken on, maybe not yet by the runner: partition -> the version that added it.
+    arriving: dict[TP, int] = field(default_factory=dict)
 
 
 class LiveSlots:
     """Runs on: driver. The slots of one continuous lease, started with ``groups`` (one per
-    slot, some maybe empty), changed through ``control``."""
+    slot, some maybe empty), changed through ``control``; ``progress`` is the driver's view of
+    some partitions' progress, sent with the partitions a runner takes on."""
 
     def __init__(
-        self, groups: list[RunnerGroup], control: LeaseControl, catalog: TopicCatalog
+        self,
+        groups: list[RunnerGroup],
+        control: LeaseControl,
+        catalog: TopicCatalog,
+        progress: Callable[[Iterable[TP]], ProgressSnapshot],
     ) -> None:
         self.control = control
+        self.progress = progress
         self._slots = [
             _Slot(
                 g.index,
@@ -147,6 +161,7 @@ class LiveSlots:
         for g in groups:
             s = by_index[g.index]
             s.ranges.update({(r.topic, r.partition): r for r in g.ranges})
+            s.arriving.update({(r.topic, r.partition): s.version + 1 for r in g.ranges})
             s.claims.update({(t, p): c for t, p, c in g.claims})
             self._send(s, catalog)
 
@@ -162,6 +177,9 @@ class LiveSlots:
         grown = self._grown(s, catalog)
         s.targets.update(grown)
         s.version += 1
+        # A runner applies the newest version it fetched: it may skip the one that added some.
+        applied = self.control.applied(s.index)
+        s.arriving = {tp: v for tp, v in s.arriving.items() if v > applied and tp in s.ranges}
         topics = {r.topic for r in s.ranges.values()}
         self.control.assign(
             s.index,
@@ -172,6 +190,7 @@ class LiveSlots:
                 {t: plan for t, plan in catalog.plans.items() if t in topics},
                 {t: i for t, i in catalog.ids.items() if t in topics},
                 grown,
+                self.progress(s.arriving) if s.arriving else None,
             ),
         )
 

@@ -144,7 +144,9 @@ class Runner:
                 stop = StopSignal(spec.control, self._frames if self.tally else None, slot)
                 signal.append(stop)
                 closing.callback(stop.close)
-                ranges = self.ledger.load(list(self.group.ranges), abort=stop.is_set)
+                ranges = self.ledger.load(
+                    list(self.group.ranges), abort=stop.is_set, known=self.group.progress
+                )
                 if ranges is None:
                     return  # the lease ended before its progress could be read: nothing copied
                 source = SourceReader(
@@ -418,7 +420,7 @@ class Runner:
             mine = {(r.topic, r.partition) for r in new}
             self._verify_claims(tuple(c for c in assignment.claims if (c[0], c[1]) in mine))
         ledger.add(new)
-        ranges = ledger.load(new, abort=stop.is_set)
+        ranges = ledger.load(new, abort=stop.is_set, known=assignment.progress)
         if ranges is None:
             return  # the lease ends: the partitions are released with the others
         source.add(ranges)

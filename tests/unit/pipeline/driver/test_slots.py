@@ -6,12 +6,21 @@ from __future__ import annotations
 import pickle
 import threading
 import time
+from collections.abc import Iterable
 
 import pytest
 
+from k2k.formats import ProgressRecord
+from k2k.kafka import TP
 from k2k.pipeline.channel import LeaseControl, StopSignal
 from k2k.pipeline.driver.slots import LiveSlots, TopicCatalog
-from k2k.pipeline.plan import PartitionOutcome, PartitionRange, RunnerGroup
+from k2k.pipeline.plan import (
+    PartitionOutcome,
+    PartitionRange,
+    ProgressSnapshot,
+    RunnerGroup,
+    SlotAssignment,
+)
 
 NONE = TopicCatalog({}, {}, {"a": 3})
 
@@ -39,7 +48,14 @@ def _slots(control: LeaseControl) -> LiveSlots:
         ],
         control,
         NONE,
+        _driver_view,
     )
+
+
+def _driver_view(tps: Iterable[TP]) -> ProgressSnapshot:
+    """What the driver's commit-topic tail knows, read to offset 40: progress of ``b`` only."""
+    known = {("b", 0): ProgressRecord("g", "b", 0, 9, "p", 1)}
+    return ProgressSnapshot({0: 40}, {tp: known.get(tp) for tp in tps})
 
 
 def test_new_partitions_go_to_the_slots_holding_the_fewest(control):
@@ -108,3 +124,27 @@ def test_a_grown_target_topic_is_sent_to_the_slots_writing_it(control):
         assert pickle.loads(data).grown == {"a": 5}
     slots.grown(grown)  # told once
     assert control._wanted[0][0] == 1
+
+
+def test_partitions_taken_on_carry_the_drivers_view_until_applied(control):
+    """A runner applies the newest assignment it fetched, so the driver's view of a new
+    partition's progress travels with every assignment until the runner applied one
+    holding it."""
+    slots = _slots(control)
+    new = (_range("b", 0), _range("b", 1))
+    slots.add([RunnerGroup(2, new, None, (("b", 0, "n0"), ("b", 1, "n1")))], NONE)
+    assert _sent(control, 2).progress == ProgressSnapshot(
+        {0: 40}, {("b", 0): ProgressRecord("g", "b", 0, 9, "p", 1), ("b", 1): None}
+    )
+    slots.drop({("b", 1)}, NONE)  # version 2, before the runner applied version 1
+    assert _sent(control, 2).progress == ProgressSnapshot(
+        {0: 40}, {("b", 0): ProgressRecord("g", "b", 0, 9, "p", 1)}
+    )
+    control._applied[2] = 2  # the runner applied version 2 (as its acknowledgement says)
+    slots.drop({("b", 0)}, NONE)
+    assert _sent(control, 2).progress is None  # nothing left to take on
+
+
+def _sent(control: LeaseControl, slot: int) -> SlotAssignment:
+    assignment: SlotAssignment = pickle.loads(control._wanted[slot][1])
+    return assignment

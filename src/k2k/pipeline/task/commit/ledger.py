@@ -27,7 +27,13 @@ from k2k.kafka import TP
 from k2k.kafka.faults import describe
 from k2k.kafka.murmur2 import murmur2_partition
 from k2k.kafka.produce import produce_when_room
-from k2k.pipeline.plan import ControlTopicSpec, PartitionOutcome, PartitionRange, PolicySpec
+from k2k.pipeline.plan import (
+    ControlTopicSpec,
+    PartitionOutcome,
+    PartitionRange,
+    PolicySpec,
+    ProgressSnapshot,
+)
 from k2k.pipeline.task.faults import RunnerFaults
 
 __all__ = ["CommitTiming", "Positions", "ProgressLedger"]
@@ -111,15 +117,24 @@ class ProgressLedger:
     # -- start ---------------------------------------------------------------------------
 
     def load(
-        self, ranges: list[PartitionRange], abort: Callable[[], bool] | None = None
+        self,
+        ranges: list[PartitionRange],
+        abort: Callable[[], bool] | None = None,
+        known: ProgressSnapshot | None = None,
     ) -> list[PartitionRange] | None:
         """The ranges, starting at the committed progress read now (after any predecessor
         was fenced), not at what the planner read earlier; None when ``abort()`` (the lease
         ended) came first: a dead member's open transaction, not fenced by this lease, may
-        hold the read until its transaction timeout, longer than the sync timeout."""
+        hold the read until its transaction timeout, longer than the sync timeout.
+
+        ``known``: the driver's view of the commit topic; when it covers every range, only
+        what was written after it is read (docs/architecture.md#taking-partitions-on)."""
         control, policies = self.control, self.policies
         if not ranges or not self.consumer:
             return ranges
+        tps = [(r.topic, r.partition) for r in ranges]
+        if known is not None and not known.covers(tps):
+            known = None
         store = ProgressStore(
             self.consumer,
             control.commit_topic,
@@ -127,10 +142,12 @@ class ProgressLedger:
             sync_timeout_s=control.sync_timeout_s,
             on_sync_timeout=policies.on_sync_timeout,
             on_bad_record=policies.on_bad_record,
-            partitions=sorted({self.slot((r.topic, r.partition))[1] for r in ranges}),
+            partitions=sorted({self.slot(tp)[1] for tp in tps}),
             # Predecessors are fenced or done by now; their last progress may sit behind
             # another runner's open transaction, which ends within one commit batch.
             past_open_transactions=True,
+            start_at=known.read_to if known else None,
+            known={tp: rec for tp in tps if (rec := known.records[tp])} if known else None,
         )
         try:
             latest = store.load_unless(abort or (lambda: False))
