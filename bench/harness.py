@@ -24,7 +24,7 @@
    the brokers' compilation measures the machine's warm-up, not the contender.
 
 Instead of W1 and W2 (issue 47; by default for k2k, k2k-eos, mm2 and bare, resp. k2k,
-k2k-eos and mm2):
+k2k-eos, mm2 and mm2-eos):
 
 * ``--w3``: **W3, many partitions** (:mod:`bench.w3`): 1,000 topics x 8 partitions
   (``--w3-topics``, ``--w3-partitions``), created and deleted in batches. The *catch-up*:
@@ -199,7 +199,7 @@ FULL = Plan(
 #: W3's too.
 QUICK_CONTENDERS = ("k2k", "k2k-eos", "mm2", "bare")
 #: The long W2's contenders unless ``--only`` names others.
-LONG_CONTENDERS = ("k2k", "k2k-eos", "mm2")
+LONG_CONTENDERS = ("k2k", "k2k-eos", "mm2", "mm2-eos")
 #: The embedded brokers' heap; W3's, whose target holds 8,000 partitions besides the control
 #: topics (a 512 MB broker ran out of memory near 13,000 partitions).
 BROKER_HEAP = "1g"
