@@ -2,7 +2,7 @@
 killed in the middle of one, whose transactional id this lease does not fence) stops waiting
 as soon as it is told to: a runner whose lease ends then returns at once instead of failing
 at ``coordination.commit.syncTimeout``. A progress read told what lies before some offsets
-reads only what follows them."""
+reads only what follows them, unless the offsets are not the topic's any more."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 from confluent_kafka import Message, Producer
 
 from k2k.coordination.progress import ProgressStore
+from k2k.errors import ControlRecordError
 from k2k.formats import ProgressKey, ProgressRecord
 from k2k.kafka.tail import TopicTail
 from tests.helpers.kafka import create_topic
@@ -103,3 +104,42 @@ def _store(bootstrap: str, topic: str, **kwargs: Any) -> ProgressStore:
         partitions=[0],
         **kwargs,
     )
+
+
+def test_a_view_of_a_commit_topic_created_again_since_is_not_trusted(clusters, topic_name):
+    """Offsets past the topic's end belong to a topic deleted since: the reader starts over
+    from the beginning and forgets what it was told."""
+    t = topic_name("recreated")
+    create_topic(clusters.target, t, 1)
+    producer = Producer({"bootstrap.servers": clusters.target})
+    key, value = ProgressRecord("g", "src", 1, 4, "p", 1).encode()
+    producer.produce(t, value, key, partition=0)
+    assert producer.flush(30) == 0
+    stale = {("src", 0): ProgressRecord("g", "src", 0, 7, "old", 1)}
+    store = _store(clusters.target, t, start_at={0: 500}, known=stale)
+    try:
+        latest = store.load()
+        assert store.read_to() == {0: 1}
+    finally:
+        store.close()
+    assert {tp: r.offset for tp, r in latest.items()} == {("src", 1): 4}
+
+
+def test_a_read_that_failed_part_way_offers_no_view(clusters, topic_name):
+    """An unreadable record (policy ``fail``) ends a read in the middle of a batch, past
+    records no handler saw: the store no longer claims to know what lies before its
+    position, so runners taking partitions on read the topic themselves."""
+    t = topic_name("unreadable")
+    create_topic(clusters.target, t, 1)
+    producer = Producer({"bootstrap.servers": clusters.target})
+    producer.produce(t, b"not a progress value", ProgressKey("g", "src", 0).encode(), partition=0)
+    key, value = ProgressRecord("g", "src", 1, 4, "p", 1).encode()
+    producer.produce(t, value, key, partition=0)
+    assert producer.flush(30) == 0
+    store = _store(clusters.target, t)
+    try:
+        with pytest.raises(ControlRecordError, match="onControlMessageDeserializationError"):
+            store.load()
+        assert store.read_to() is None
+    finally:
+        store.close()

@@ -159,8 +159,8 @@ class ControlTopicCreation(K2KModel):
         default_factory=dict,
         description="Topic configs of each control topic, e.g. `min.insync.replicas: 2`. "
         "`cleanup.policy` is `compact` for the commit and assignment topics (another value is "
-        "refused) and is not passed on to the offset-mapping and metrics topics. The commit and "
-        "assignment topics get `segment.ms: 300000` and `segment.bytes: 16777216` unless set: "
+        "refused) and is not passed on to the offset-mapping and metrics topics. The compacted "
+        "ones get `segment.ms: 300000` and `segment.bytes: 16777216` unless set here: "
         "compaction never shortens a log's open segment, and every start reads what is left.",
     )
     common: Annotated[TopicBlock | None, _BLOCK] = Field(

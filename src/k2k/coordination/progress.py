@@ -69,7 +69,11 @@ class ProgressStore:
         )
         #: Another commit group's record, told by its key's bytes (not decoded).
         self._of_other_group = ProgressKey.other_groups_filter(group)
-        self.latest: dict[tuple[str, int], ProgressRecord] = dict(known or {})
+        #: The newest record per partition; ``known`` is dropped when the commit topic was
+        #: created again since it was read (its offsets are not the known ones).
+        self.latest: dict[tuple[str, int], ProgressRecord] = (
+            {} if self._tail.rewound else dict(known or {})
+        )
         self.skipped = 0
         self._fresh: list[ProgressRecord] = []
 
@@ -95,10 +99,11 @@ class ProgressStore:
         fresh, self._fresh = self._fresh, []
         return fresh
 
-    def read_to(self) -> dict[int, int]:
+    def read_to(self) -> dict[int, int] | None:
         """Per commit-topic partition, the offset below which :attr:`latest` holds every
-        record read (with ``latest`` read after it: a consistent view)."""
-        return self._tail.read_to()
+        record read (with ``latest`` read after it: a consistent view); None once a read
+        failed part-way (an unreadable record, a client error): some were skipped."""
+        return self._tail.read_to() if self._tail.intact else None
 
     def close(self) -> None:
         self._tail.close()

@@ -101,10 +101,29 @@ class TopicTail:
             raise cluster_error(exc, "target", self.bootstrap, f"reading {topic}") from None
         self.partitions = sorted(set(partitions))
         starts = {p: (start_at or {}).get(p, 0) for p in self.partitions}
+        #: True when ``start_at`` lay past a partition's end (the topic was created again
+        #: since): everything is read from the beginning, and what the caller was told
+        #: about the offsets before it does not hold.
+        self.rewound = False
+        try:
+            self.rewound = any(starts.values()) and self._past_end(starts)
+        except ClusterError:
+            self.close()
+            raise
+        if self.rewound:
+            starts = dict.fromkeys(self.partitions, 0)
+        #: False once a poll failed part-way through a batch: the consumer moved past records
+        #: no handler saw, so :meth:`read_to` no longer describes what was passed on.
+        self.intact = True
         self._consumer.assign(
             [TopicPartition(topic, p, starts[p] or OFFSET_BEGINNING) for p in self.partitions]
         )
         self._next: dict[int, int] = starts
+
+    def _past_end(self, starts: Mapping[int, int]) -> bool:
+        """True when some start offset lies past its partition's end now."""
+        deadline = time.monotonic() + self.timeout_s
+        return any(at > self._end_offset(p, deadline) for p, at in starts.items() if at)
 
     def catch_up(
         self,
@@ -129,8 +148,7 @@ class TopicTail:
                     f"at {self.bootstrap} to their end within {timeout:g} s",
                     sorted(remaining),
                 )
-            for m in self._consumer.consume(10_000, min(left, 0.1)):
-                self._take(m, handle)
+            self._take_all(self._consumer.consume(10_000, min(left, 0.1)), handle)
             remaining = {p for p in remaining if self._next[p] < ends[p]}
         return True
 
@@ -155,13 +173,21 @@ class TopicTail:
             pause = min(pause * 2, 1.0)
 
     def read_to(self) -> dict[int, int]:
-        """Per partition, the offset below which every committed record was passed on."""
+        """Per partition, the offset below which every committed record was passed on
+        (while :attr:`intact`)."""
         return dict(self._next)
 
     def poll(self, handle: Handler) -> None:
         """Pass the records that arrived since the last call (non-blocking)."""
-        for m in self._consumer.consume(10_000, 0):
-            self._take(m, handle)
+        self._take_all(self._consumer.consume(10_000, 0), handle)
+
+    def _take_all(self, batch: list[Message], handle: Handler) -> None:
+        try:
+            for m in batch:
+                self._take(m, handle)
+        except BaseException:
+            self.intact = False
+            raise
 
     def close(self) -> None:
         self._consumer.close()
@@ -183,8 +209,8 @@ class TopicTail:
             # Under read_committed the end may lie past markers and aborted records.
             self._next[part] = max(self._next[part], offset)
             return
-        self._next[part] = offset + 1
         handle(m)
+        self._next[part] = offset + 1
 
 
 def _not_known_yet(err: KafkaError) -> bool:

@@ -156,8 +156,11 @@ class LiveProgress:
         if self.on_tick is not None:
             self.on_tick(self.stats)
 
-    def snapshot(self, tps: Iterable[TP]) -> ProgressSnapshot:
-        """What the commit topic's tail says of ``tps`` so far, for runners taking them on."""
+    def snapshot(self, tps: Iterable[TP]) -> ProgressSnapshot | None:
+        """What the commit topic's tail says of ``tps`` so far, for runners taking them on;
+        None after a failed read (they read the whole topic themselves)."""
         read_to = self.progress.read_to()  # first: the records below it are in ``latest``
+        if read_to is None:
+            return None
         latest = self.progress.latest
         return ProgressSnapshot(read_to, {tp: latest.get(tp) for tp in tps})

@@ -71,7 +71,7 @@ class LiveSlots:
         groups: list[RunnerGroup],
         control: LeaseControl,
         catalog: TopicCatalog,
-        progress: Callable[[Iterable[TP]], ProgressSnapshot],
+        progress: Callable[[Iterable[TP]], ProgressSnapshot | None],
     ) -> None:
         self.control = control
         self.progress = progress
