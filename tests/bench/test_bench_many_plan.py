@@ -37,15 +37,15 @@ def test_w3_sizes_and_rounds_come_from_the_flags() -> None:
 
 def test_long_w2_spans_three_lease_boundaries_and_a_discovery_by_default() -> None:
     chosen, plan = _parse("--long-w2")
-    assert [c.key for c in chosen] == ["k2k", "k2k-eos", "mm2"]
+    assert [c.key for c in chosen] == ["k2k", "k2k-eos", "mm2", "mm2-eos"]
     (steady,) = plan.steady
     assert (steady.rate, steady.seconds, steady.new_topic_at_s) == (5000, 17 * 60, 10 * 60)
     assert steady.name == "W2-long-5k/s-17min"
     assert plan.backlog == () and plan.many is None
     k2k = [c for c in chosen if isinstance(c, K2KAtLeastOnce)]
     assert all(c.lease_duration is None and c.discovery_interval is None for c in k2k)
-    (mm2,) = [c for c in chosen if isinstance(c, MirrorMaker2AtLeastOnce)]
-    assert mm2.refresh_topics_s == 30  # k2k's default discovery interval
+    mm2 = [c for c in chosen if isinstance(c, MirrorMaker2AtLeastOnce)]
+    assert [c.refresh_topics_s for c in mm2] == [30, 30]  # k2k's default discovery interval
 
 
 def test_a_short_lease_shortens_the_long_w2_for_a_smoke_run() -> None:
@@ -60,8 +60,8 @@ def test_a_short_lease_shortens_the_long_w2_for_a_smoke_run() -> None:
         ("20 seconds", "5 seconds"),
         ("20 seconds", "5 seconds"),
     ]
-    (mm2,) = [c for c in chosen if isinstance(c, MirrorMaker2AtLeastOnce)]
-    assert mm2.refresh_topics_s == 5
+    mm2 = [c for c in chosen if isinstance(c, MirrorMaker2AtLeastOnce)]
+    assert [c.refresh_topics_s for c in mm2] == [5, 5]
 
 
 def test_mirrormaker_keeps_its_refresh_default_outside_the_long_w2() -> None:
