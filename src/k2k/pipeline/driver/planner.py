@@ -201,16 +201,15 @@ class Planner:
         live = not self.options.until_caught_up
         slots = self._slots(job)
         groups = membership.claim(self._plan(scope, ranges, slots, live), self._stopping)
-        groups = [
-            dataclasses.replace(
-                g, progress=scope.live.snapshot((r.topic, r.partition) for r in g.ranges)
-            )
-            for g in groups
-        ]
         if self._stopping():
             # Not released: this claim may not have fenced its predecessors yet, so the
             # next claimant must still deal with them (see Assignment.acquire).
             return
+        snapshot = scope.live.snapshot
+        groups = [
+            dataclasses.replace(g, progress=snapshot((r.topic, r.partition) for r in g.ranges))
+            for g in groups
+        ]
         self.stats.leases += 1
         if scope.metrics is not None:
             scope.metrics.lease_started()
