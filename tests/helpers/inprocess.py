@@ -33,6 +33,7 @@ def control_topics(name: str, commit_topic: str) -> ControlTopicSpec:
         assignment_topic="",
         assignment_partitions=1,
         sync_timeout_s=30.0,
+        open_transaction_s=0.0,  # a runner's read waits at most sync_timeout_s
     )
 
 

@@ -6,6 +6,7 @@ reads only what follows them, unless the offsets are not the topic's any more.""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from confluent_kafka import Message, Producer
 
 from k2k.coordination.progress import ProgressStore
-from k2k.errors import ControlRecordError
+from k2k.errors import ClusterError, ControlRecordError
 from k2k.formats import ProgressKey, ProgressRecord
 from k2k.kafka.tail import TopicTail
 from tests.helpers.kafka import create_topic
@@ -48,6 +49,67 @@ def test_a_read_past_an_open_transaction_returns_when_aborted(clusters, topic_na
         assert [(m.key(), m.value()) for m in seen] == [(b"k", b"v")]
     finally:
         tail.close()
+
+
+def test_a_progress_read_waits_past_the_sync_timeout_for_a_live_writers_transaction(
+    clusters, topic_name
+):
+    """A runner taking partitions on reads past other runners' open transactions; one over
+    thousands of partitions can stay open longer than ``syncTimeout``. The read waits for
+    it up to the transaction timeout, and then has both the committed record before it and
+    the transaction's own."""
+    t = topic_name("progress")
+    create_topic(clusters.target, t, 1)
+    plain = Producer({"bootstrap.servers": clusters.target})
+    live = Producer({"bootstrap.servers": clusters.target, "transactional.id": t})
+    live.init_transactions(30)
+    live.begin_transaction()
+    key, value = ProgressRecord("g", "src", 1, 5, "live", 1).encode()
+    live.produce(t, value, key, partition=0)
+    assert live.flush(30) == 0
+    key, value = ProgressRecord("g", "src", 0, 40, "predecessor", 1).encode()
+    plain.produce(t, value, key, partition=0)  # behind the open transaction: held back
+    assert plain.flush(30) == 0
+    store = _store(
+        clusters.target, t, sync_timeout_s=1, past_open_transactions=True, open_transaction_s=30
+    )
+    committed = threading.Timer(3.0, live.commit_transaction, (30,))
+    committed.start()
+    started = time.monotonic()
+    try:
+        latest = store.load()
+    finally:
+        committed.join()
+        store.close()
+    assert time.monotonic() - started >= 2.5  # it waited for the commit, past the 1 s
+    assert {tp: (r.offset, r.pipeline) for tp, r in latest.items()} == {
+        ("src", 0): (40, "predecessor"),
+        ("src", 1): (5, "live"),
+    }
+
+
+def test_a_progress_read_stops_at_the_sync_timeout_when_no_transaction_can_be_open(
+    clusters, topic_name
+):
+    """At-least-once (no transactions, ``open_transaction_s`` 0) the sync timeout is the
+    bound, and the error names it."""
+    t = topic_name("progress")
+    create_topic(clusters.target, t, 1)
+    live = Producer({"bootstrap.servers": clusters.target, "transactional.id": t})
+    live.init_transactions(30)
+    live.begin_transaction()
+    key, value = ProgressRecord("g", "src", 1, 5, "live", 1).encode()
+    live.produce(t, value, key, partition=0)
+    assert live.flush(30) == 0
+    store = _store(clusters.target, t, sync_timeout_s=1, past_open_transactions=True)
+    started = time.monotonic()
+    try:
+        with pytest.raises(ClusterError, match=r"within 1 s \(coordination.commit.syncTimeout\);"):
+            store.load()
+    finally:
+        store.close()
+        live.abort_transaction(30)
+    assert time.monotonic() - started < 10
 
 
 def test_a_progress_read_told_what_lies_before_reads_only_what_follows(clusters, topic_name):
@@ -93,12 +155,14 @@ def test_a_progress_read_told_what_lies_before_reads_only_what_follows(clusters,
     }  # and the tombstone after the cut removed partition 2
 
 
-def _store(bootstrap: str, topic: str, **kwargs: Any) -> ProgressStore:
+def _store(
+    bootstrap: str, topic: str, *, sync_timeout_s: float = 30, **kwargs: Any
+) -> ProgressStore:
     return ProgressStore(
         {"bootstrap.servers": bootstrap},
         topic,
         "g",
-        sync_timeout_s=30,
+        sync_timeout_s=sync_timeout_s,
         on_sync_timeout="fail",
         on_bad_record="fail",
         partitions=[0],

@@ -153,7 +153,7 @@ class PipelineConfig(K2KModel):
                 self.source.registry,
                 self.target.registry,
                 self.schema_mapping,
-                self._transaction_timeout_ms() if self.features.exactly_once else None,
+                self.transaction_timeout_ms() if self.features.exactly_once else None,
             )
         )
         problems.extend(self._partitioner_problems())
@@ -280,7 +280,7 @@ class PipelineConfig(K2KModel):
         """Transactions must outlive a commit batch, and records must not outlive them."""
         props = self.target.client("producer")
         path = ("target", "kafka", "producer")
-        txn_ms = self._transaction_timeout_ms()
+        txn_ms = self.transaction_timeout_ms()
         out: list[Problem] = []
         batch_ms = self.coordination.commit.batch_timeout.total_seconds() * 1000
         if batch_ms * 2 > txn_ms:
@@ -309,7 +309,8 @@ class PipelineConfig(K2KModel):
             )
         return out
 
-    def _transaction_timeout_ms(self) -> int:
+    def transaction_timeout_ms(self) -> int:
+        """The target producer's ``transaction.timeout.ms`` (its default when not set)."""
         props = self.target.client("producer")
         return int(props.get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS))
 

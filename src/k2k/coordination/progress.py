@@ -37,6 +37,9 @@ class ProgressStore:
     ``partitions`` limits reading to the commit-topic partitions a runner's keys hash to;
     ``start_at`` (commit-topic partition -> offset) and ``known`` (the newest records below
     those offsets) let a reader that was told what lies before them read only what follows.
+    ``open_transaction_s``: with ``past_open_transactions``, the read may wait this long for
+    a transaction another writer holds open, even past ``sync_timeout_s``: that writer is
+    alive, and its transaction ends by its timeout at the latest.
     """
 
     def __init__(
@@ -50,12 +53,16 @@ class ProgressStore:
         on_bad_record: Policy,
         partitions: list[int] | None = None,
         past_open_transactions: bool = False,
+        open_transaction_s: float = 0.0,
         start_at: Mapping[int, int] | None = None,
         known: Mapping[tuple[str, int], ProgressRecord] | None = None,
     ) -> None:
         self.topic = topic
         self.group = group
         self.sync_timeout_s = sync_timeout_s
+        self.read_timeout_s = max(
+            sync_timeout_s, open_transaction_s if past_open_transactions else 0
+        )
         self.on_sync_timeout = on_sync_timeout
         self.on_bad_record = on_bad_record
         self._tail = TopicTail(
@@ -63,7 +70,7 @@ class ProgressStore:
             topic,
             partitions,
             group_id=f"k2k.{group}.progress-reader",
-            timeout_s=sync_timeout_s,
+            timeout_s=self.read_timeout_s,
             past_open_transactions=past_open_transactions,
             start_at=start_at,
         )
@@ -129,10 +136,12 @@ class ProgressStore:
         self._fresh.append(rec)
 
     def _sync_timed_out(self, exc: SyncTimeout) -> None:
+        bound = "coordination.commit.syncTimeout"
+        if self.read_timeout_s > self.sync_timeout_s:
+            bound += " or, past open transactions, the producer's transaction.timeout.ms"
         msg = (
             f"could not read progress from {self.topic} partitions {exc.partitions} on the "
-            f"target at {self._tail.bootstrap} within {self.sync_timeout_s:g} s "
-            f"(coordination.commit.syncTimeout)"
+            f"target at {self._tail.bootstrap} within {self.read_timeout_s:g} s ({bound})"
         )
         if self.on_sync_timeout == "fail":
             raise ClusterError(msg + "; errorHandling.onCommitSyncTimeout is 'fail'")

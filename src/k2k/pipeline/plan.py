@@ -152,6 +152,9 @@ class ControlTopicSpec:
     assignment_partitions: int
     #: How long reading a control topic to its end may take.
     sync_timeout_s: float
+    #: Exactly-once: how long another runner's open transaction can hold the commit topic's
+    #: readable end back (its timeout, then the broker aborts it); 0 at-least-once.
+    open_transaction_s: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,6 +56,7 @@ def test_the_config_model_defaults_reach_the_template() -> None:
         assignment_topic="__k2k_assignment",
         assignment_partitions=2,
         sync_timeout_s=30.0,
+        open_transaction_s=0.0,  # at-least-once: no transaction holds a read back
     )
     assert spec.policies == PolicySpec("fail", "fail", "fail", "warn")
     assert spec.lease_s == 300.0
@@ -82,4 +83,6 @@ def test_the_pipeline_settings_reach_the_template() -> None:
     # Exactly-once keeps the producer's delivery timeout, bounded by the transaction's.
     assert spec.commit.ack_timeout_s == delivery_timeout_s(spec.clients.target_producer)
     assert spec.control_topics.sync_timeout_s == 60.0
+    # Another runner's open transaction ends by its timeout (60 s) and the broker's check.
+    assert spec.control_topics.open_transaction_s == 70.0
     assert spec.policies == PolicySpec("ignore", "ignore", "continue", "fail")

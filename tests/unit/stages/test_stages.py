@@ -92,7 +92,7 @@ def test_everything_sent_to_tasks_pickles():
         telemetry=True,
         clients=ClientSpec({"bootstrap.servers": "x"}, {}, {}),
         commit=CommitSpec(exactly_once=True, batch_size=10, batch_timeout_s=1.0, ack_timeout_s=9),
-        control_topics=ControlTopicSpec("p", "m", "g", "ctl", 1, "asg", 1, 30.0),
+        control_topics=ControlTopicSpec("p", "m", "g", "ctl", 1, "asg", 1, 30.0, 0.0),
         policies=PolicySpec(
             on_sync_timeout="fail",
             on_bad_record="ignore",

@@ -61,6 +61,9 @@ STOP_GRACE_S = 15.0
 #: The same after an outage outlasted ``errorHandling.maxOutage``: the run is ending, and
 #: only runners whose clusters answer (the source was away) can still commit.
 OUTAGE_GRACE_S = 5.0
+#: How often a broker looks for transactions past their timeout to abort them (its
+#: ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` default).
+BROKER_ABORT_CHECK_S = 10.0
 #: How often the driver checks the job, the assignment topic and the display.
 TICK_S = 0.5
 
@@ -103,6 +106,11 @@ def lease_template(
             assignment_topic=cfg.coordination.assignment.topic,
             assignment_partitions=assignment_partitions,
             sync_timeout_s=cfg.coordination.commit.sync_timeout.total_seconds(),
+            open_transaction_s=(
+                cfg.transaction_timeout_ms() / 1000 + BROKER_ABORT_CHECK_S
+                if cfg.features.exactly_once
+                else 0.0
+            ),
         ),
         policies=PolicySpec(
             on_sync_timeout=cfg.error_handling.on_commit_sync_timeout,

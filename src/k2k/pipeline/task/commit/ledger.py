@@ -38,6 +38,9 @@ from k2k.pipeline.task.faults import RunnerFaults
 
 __all__ = ["CommitTiming", "Positions", "ProgressLedger"]
 
+#: Errors of records the producer dropped unsent because of another failure.
+_PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
+
 #: Next source offset to read, per partition.
 Positions = dict[TP, int]
 Written = list[tuple[TP, int]]
@@ -144,8 +147,10 @@ class ProgressLedger:
             on_bad_record=policies.on_bad_record,
             partitions=sorted({self.slot(tp)[1] for tp in tps}),
             # Predecessors are fenced or done by now; their last progress may sit behind
-            # another runner's open transaction, which ends within one commit batch.
+            # another runner's open transaction, which ends within its transaction timeout
+            # (a transaction over thousands of partitions can outlast the sync timeout).
             past_open_transactions=True,
+            open_transaction_s=control.open_transaction_s,
             start_at=known.read_to if known else None,
             known={tp: rec for tp in tps if (rec := known.records[tp])} if known else None,
         )
@@ -253,8 +258,10 @@ class ProgressLedger:
 
     def on_delivery(self, err: KafkaError | None, msg: Message) -> None:
         """Delivery report of a control record written at a commit point: a failure fails
-        the next commit point, so nothing after it counts as committed."""
-        if err is not None:
+        the next commit point, so nothing after it counts as committed. A purged record is
+        not a cause: a purge follows a failed transaction (whose commit raises the reason,
+        e.g. records timed out: an outage, waited out) or a lease already failing."""
+        if err is not None and err.code() not in _PURGED:
             topic = msg.topic() or self.commit_topic
             what = "progress" if topic == self.commit_topic else "a control record"
             self.faults.fail(f"could not write {what} to {topic}: {describe(err)}", err)
