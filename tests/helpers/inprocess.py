@@ -15,7 +15,11 @@ from tests.helpers.kafka import create_topic, list_topics
 
 #: A pipeline's ``errorHandling`` when it sets none.
 POLICIES = PolicySpec(
-    on_sync_timeout="fail", on_bad_record="fail", on_records_lost="fail", on_foreign_writes="warn"
+    on_sync_timeout="fail",
+    on_bad_record="fail",
+    on_records_lost="fail",
+    on_foreign_writes="warn",
+    on_offset_gap="fail",
 )
 #: The delivery timeout of a target producer without ``message.timeout.ms``.
 ACK_TIMEOUT_S = 300.0
@@ -77,6 +81,7 @@ def inprocess_spec(
             batch_size=500,
             batch_timeout_s=batch_timeout_s,
             ack_timeout_s=ACK_TIMEOUT_S,
+            identical_offsets=False,
         ),
         control_topics=control_topics(name, commit_topic),
         policies=POLICIES,

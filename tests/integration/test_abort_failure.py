@@ -61,7 +61,13 @@ def _spec(bootstrap: str, name: str, commit_topic: str) -> LeaseSpec:
             target_producer=producer_settings(target, False, exactly_once=True),
             control_consumer={},
         ),
-        commit=CommitSpec(exactly_once=True, batch_size=100, batch_timeout_s=1.0, ack_timeout_s=30),
+        commit=CommitSpec(
+            exactly_once=True,
+            batch_size=100,
+            batch_timeout_s=1.0,
+            ack_timeout_s=30,
+            identical_offsets=False,
+        ),
         control_topics=control_topics(name, commit_topic),
         policies=POLICIES,
     )

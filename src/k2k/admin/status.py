@@ -77,6 +77,17 @@ class PartitionStatus:
     owner: Mapping[str, Any] | None
     progress: ProgressRecord | None
     lag: Lag
+    #: ``offsets: identical``: the pipeline keeps source offsets on the target.
+    identical: bool = False
+
+    @property
+    def offsets(self) -> str:
+        """``assigned``, ``identical``, or ``mapped`` (identical offsets that ended: the
+        partition goes on through offset mappings from ``mappedFrom``)."""
+        if not self.identical:
+            return "assigned"
+        mapped = self.progress is not None and self.progress.mapped_from is not None
+        return "mapped" if mapped else "identical"
 
     def to_json(self) -> dict[str, Any]:
         rec, lag = self.progress, self.lag
@@ -95,6 +106,8 @@ class PartitionStatus:
             "lagSeconds": lag.seconds,
             "problem": lag.problem,
             "foreignRecords": rec.foreign if rec else 0,
+            "offsets": self.offsets,
+            "mappedFrom": rec.mapped_from if rec else None,
         }
 
 
@@ -232,6 +245,12 @@ def _problem_lines(partitions: list[PartitionStatus]) -> list[str]:
                 f"{lag.position}, source {lag.earliest}..{lag.end}); move it with "
                 "k2k offsets set"
             )
+        if p.progress and p.progress.mapped_from is not None and p.identical:
+            out.append(
+                f"! {p.topic}[{p.partition}]: offsets not identical from source offset "
+                f"{p.progress.mapped_from} on (errorHandling.onOffsetGap: map): offset "
+                "mappings translate them (docs/offset-mapping.md#identical-offsets)"
+            )
         if p.progress and p.progress.foreign:
             out.append(
                 f"! {p.topic}[{p.partition}]: {p.progress.foreign} records on its target "
@@ -272,9 +291,16 @@ def read_status(cfg: PipelineConfig, clock: Callable[[], int] = now_ms) -> Pipel
     tps = reader.partitions(progress)
     lags = _lags(reader, tps, progress, at_ms)
     selected = reader.selected()
+    identical = cfg.replication.sink.offsets.identical
     partitions = [
         PartitionStatus(
-            t, p, t in selected, _owner(assignment, (t, p)), progress.get((t, p)), lags[(t, p)]
+            t,
+            p,
+            t in selected,
+            _owner(assignment, (t, p)),
+            progress.get((t, p)),
+            lags[(t, p)],
+            identical,
         )
         for t, p in tps
     ]

@@ -49,6 +49,16 @@ class ErrorHandling(K2KModel):
         "Offset mappings stay exact either way. Found from the offsets the target gave "
         "k2k's own records, see docs/operations.md#foreign-writes-on-the-target.",
     )
+    on_offset_gap: Literal["fail", "map"] = Field(
+        "fail",
+        description="`replication[].sink.offsets: identical`: a partition's target offsets "
+        "can no longer equal its source offsets (a gap in the source offsets: a transaction "
+        "marker, aborted or compacted-away records; or a record another producer wrote to "
+        "the target partition). `fail` stops before anything is written at a wrong offset "
+        "(a foreign write: as soon as it is seen), naming the partition and the offsets; "
+        "`map` goes on with that partition's offsets translated by offset mappings from "
+        "there (needs `features.offsetMapping`), shown as not identical by `k2k status`.",
+    )
     max_outage: Duration | None = Field(
         None,
         description="How long a running pipeline waits for a cluster that does not answer "

@@ -32,6 +32,7 @@ from k2k.config.features import Features
 from k2k.config.fields import FreeMapping
 from k2k.config.heartbeats import Heartbeats
 from k2k.config.hints import FieldDoc
+from k2k.config.identical import identical_offsets_problems
 from k2k.config.mapping import OffsetMappingSettings
 from k2k.config.metrics import PipelineMetrics
 from k2k.config.replication import STAGES_EXPECTED, Replication
@@ -157,6 +158,7 @@ class PipelineConfig(K2KModel):
             )
         )
         problems.extend(self._partitioner_problems())
+        problems.extend(identical_offsets_problems(self))
         if self.features.bidirectional_replication:
             problems.extend(self._bidirectional_problems())
         problems.extend(self._alias_problems())

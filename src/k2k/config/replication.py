@@ -26,7 +26,7 @@ from k2k.config.fields import Duration, check_topic_name, regex_or_names
 from k2k.config.hints import FieldDoc
 from k2k.config.routing import FORMS, SameTopicName, SinkTopic, parse_sink_topic, routing_to_yaml
 
-__all__ = ["STAGES_EXPECTED", "Replication", "SinkStage", "SourceStage"]
+__all__ = ["STAGES_EXPECTED", "Replication", "SinkOffsets", "SinkStage", "SourceStage"]
 
 _SELECTION_EXPECTED = (
     "a regular expression matched against whole topic names, or a list of exact topic names"
@@ -92,6 +92,52 @@ _PARTITION_SPELLINGS = {
 _PARTITION_EXPECTED = "one of: source, hash, producer (also accepted: key, murmur2 for hash)"
 
 
+_OFFSETS_EXPECTED = "assigned or identical, or a mapping {mode: assigned | identical, maxFill: N}"
+
+#: The default bound on filler records that align an empty target partition.
+DEFAULT_MAX_FILL = 1_000_000
+
+
+class SinkOffsets(K2KModel):
+    """Which offsets replicated records get on the target (``offsets: identical`` is short
+    for ``offsets: {mode: identical}``)."""
+
+    mode: Annotated[
+        Literal["assigned", "identical"], FieldDoc("assigned | identical", _OFFSETS_EXPECTED)
+    ] = Field(
+        "assigned",
+        description="`offsets: identical` is short for `offsets: {mode: identical}`. "
+        "`assigned`: the target assigns offsets as records arrive (offset "
+        "mappings translate them). `identical`: every record keeps its source offset on the "
+        "target, for consumers that keep offsets outside Kafka (docs/offset-mapping.md"
+        "#identical-offsets). Needs `partition: source`, a topic route that gives each source "
+        "topic a target topic of its own, and target partitions written by this pipeline "
+        "alone; not with `features.exactlyOnce` (each transaction's commit marker takes an "
+        "offset on the target) or bidirectional replication (it leaves records out). A gap "
+        "in the source offsets is `errorHandling.onOffsetGap`'s.",
+    )
+    max_fill: int = Field(
+        DEFAULT_MAX_FILL,
+        ge=0,
+        description="`identical` only: an empty target partition is aligned at the first "
+        "start by writing filler records up to the first source offset to copy and deleting "
+        "them (DeleteRecords), so that its start and end offsets equal the source's; at most "
+        "this many per partition, else the start fails naming the partition and how long "
+        "the fill would take.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"mode": data.strip().lower()}
+        return data
+
+    @property
+    def identical(self) -> bool:
+        return self.mode == "identical"
+
+
 class SinkStage(K2KModel):
     """Where replicated records go on the target."""
 
@@ -130,6 +176,14 @@ class SinkStage(K2KModel):
         "(librdkafka's sticky partitioning, like the Java producer's): null-keyed records of "
         "one source partition spread over the target partitions and lose their relative order "
         "across them. `k2k verify` expects the murmur2 placement of keyed records.",
+    )
+
+    offsets: Annotated[
+        SinkOffsets, FieldDoc("assigned | identical | {mode, maxFill}", _OFFSETS_EXPECTED)
+    ] = Field(
+        default_factory=SinkOffsets,
+        description="The offsets records get on the target: `assigned` (the default) or "
+        "`identical` (the source offset); see `offsets.mode`.",
     )
 
     @field_validator("topic", mode="before")

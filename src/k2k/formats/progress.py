@@ -43,8 +43,8 @@ from k2k.formats.codec import check_version, dumps_canonical, key_family, load_o
 __all__ = ["ProgressKey", "ProgressRecord", "ValueWriter"]
 
 #: Encodes a progress value from (offset, committed-at milliseconds, foreign records, the
-#: source end seen or None).
-ValueWriter = Callable[[int, int, int, int | None], bytes]
+#: source end seen or None, the offset identical offsets ended at or None).
+ValueWriter = Callable[[int, int, int, int | None, int | None], bytes]
 
 # Records under a key of another version are never compacted away by ours: remove them.
 _CLEAN = "upgrade k2k or clean the topic"
@@ -167,6 +167,10 @@ class ProgressRecord:
     #: consumer's last stable offset from the last fetch); None when not known. What a
     #: failover reports as known not replicated is ``end - offset``.
     end: int | None = None
+    #: ``offsets: identical``: the source offset from which this partition's target offsets
+    #: are no longer its source offsets (``errorHandling.onOffsetGap: map``), translated by
+    #: offset mappings from there; None while they are identical (or for other pipelines).
+    mapped_from: int | None = None
 
     @property
     def key(self) -> ProgressKey:
@@ -191,6 +195,8 @@ class ProgressRecord:
             value["foreign"] = self.foreign
         if self.end is not None:
             value["end"] = self.end
+        if self.mapped_from is not None:
+            value["mappedFrom"] = self.mapped_from
         return dumps_canonical(value)
 
     @classmethod
@@ -201,18 +207,19 @@ class ProgressRecord:
 
         A runner writes a progress record per partition at every commit point, so the fields
         that never change within a lease are encoded once. Canonical JSON sorts the keys, and
-        ``committedAt``, ``end``, ``foreign`` and ``offset`` sort before every other field:
+        ``committedAt``, ``end``, ``foreign``, ``mappedFrom`` and ``offset`` sort before
+        every other field:
 
         >>> write = ProgressRecord.value_writer("dr", "a", "Sx1vT5XqQ2aJ0e1b6nWz9g")
-        >>> write(5, 1700000000000, 0, None) == ProgressRecord(
+        >>> write(5, 1700000000000, 0, None, None) == ProgressRecord(
         ...     "dr", "orders", 0, 5, "dr", 1700000000000, "a", "Sx1vT5XqQ2aJ0e1b6nWz9g"
         ... ).encode_value()
         True
-        >>> write(5, 1, 2, 9) == ProgressRecord(
-        ...     "dr", "orders", 0, 5, "dr", 1, "a", "Sx1vT5XqQ2aJ0e1b6nWz9g", 2, 9
+        >>> write(5, 1, 2, 9, 4) == ProgressRecord(
+        ...     "dr", "orders", 0, 5, "dr", 1, "a", "Sx1vT5XqQ2aJ0e1b6nWz9g", 2, 9, 4
         ... ).encode_value()
         True
-        >>> ProgressRecord.value_writer("dr")(7, 1, 0, 8)
+        >>> ProgressRecord.value_writer("dr")(7, 1, 0, 8, None)
         b'{"committedAt":1,"end":8,"offset":7,"pipeline":"dr","v":1}'
         """
         fixed = cls("", "", 0, 0, pipeline, 0, owner, topic_id).encode_value()
@@ -220,12 +227,16 @@ class ProgressRecord:
         assert fixed.startswith(head), "committedAt and offset must sort first"
         rest = b'"offset":%d,' + fixed[len(head) :].replace(b"%", b"%%")
 
-        def write(offset: int, committed_at_ms: int, foreign: int, end: int | None) -> bytes:
+        def write(
+            offset: int, committed_at_ms: int, foreign: int, end: int | None, mapped: int | None
+        ) -> bytes:
             out = b'{"committedAt":%d,' % committed_at_ms
             if end is not None:
                 out += b'"end":%d,' % end
             if foreign:
                 out += b'"foreign":%d,' % foreign
+            if mapped is not None:
+                out += b'"mappedFrom":%d,' % mapped
             return out + rest % offset
 
         return write
@@ -256,6 +267,7 @@ class ProgressRecord:
                 str(obj.get("topicId", "")),
                 int(obj.get("foreign", 0)),
                 None if obj.get("end") is None else int(obj["end"]),
+                None if obj.get("mappedFrom") is None else int(obj["mappedFrom"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ControlRecordError(f"{where}: malformed progress value ({exc!r})") from None

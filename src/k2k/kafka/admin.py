@@ -276,6 +276,21 @@ class ClusterView:
         self._raise_failed(got, doing)
         return {tp: info.offset for tp, info in got.values.items()}
 
+    def delete_records(self, below: Mapping[TP, int]) -> None:
+        """Delete every record below ``below[tp]`` in each partition (DeleteRecords: the
+        partition's log start moves there), batched like the offset listings."""
+
+        def send(chunk: list[TP], timeout_s: float) -> Mapping[TP, Future[Any]]:
+            request = [TopicPartition(t, p, below[(t, p)]) for t, p in chunk]
+            futures = self.admin.delete_records(request, request_timeout=timeout_s)
+            return {(tp.topic, tp.partition): f for tp, f in futures.items()}
+
+        doing = "deleting records"
+        got = self._ask(
+            sorted(below), send, doing, chunk=PARTITIONS_PER_REQUEST, settling=_NOT_YET_VISIBLE
+        )
+        self._raise_failed(got, doing)
+
     def configs(
         self, topics: Iterable[str], *, own_only: bool = False, retry: bool = True
     ) -> dict[str, dict[str, str]]:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from k2k.kafka import TP
 
-__all__ = ["first_records", "peek_settings", "reader_settings"]
+__all__ = ["first_records", "peek_settings", "reader_settings", "records_at"]
 
 
 def reader_settings(props: Mapping[str, str], group_id: str) -> dict[str, str]:
@@ -60,4 +60,33 @@ def first_records(consumer: Consumer, pending: set[TP], timeout_s: float) -> dic
                 found[(topic, part)] = ts  # else an error or no timestamp: left unknown
             pending.discard((topic, part))
             consumer.pause([TopicPartition(topic, part)])
+    return found
+
+
+def records_at(
+    consumer_conf: Mapping[str, str], offsets: Mapping[TP, int], timeout_s: float
+) -> dict[TP, Message | None]:
+    """The record at exactly ``offsets[tp]`` of each partition (one consumer for all of
+    them), or None where there is none there: a marker, an aborted record (the consumer
+    reads ``read_committed``), or the partition's end. Partitions not answered within
+    ``timeout_s`` are absent."""
+    conf = {**peek_settings(consumer_conf, str(consumer_conf.get("group.id", "k2k.peek")))}
+    consumer = Consumer(conf)
+    found: dict[TP, Message | None] = {}
+    try:
+        consumer.assign([TopicPartition(t, p, o) for (t, p), o in offsets.items()])
+        pending = set(offsets)
+        deadline = time.monotonic() + timeout_s
+        while pending and (left := deadline - time.monotonic()) > 0:
+            for m in consumer.consume(len(pending) + 1, min(left, 0.2)):
+                tp, err = (m.topic() or "", m.partition() or 0), m.error()
+                if tp not in pending or (
+                    err is not None and err.code() != KafkaError._PARTITION_EOF
+                ):
+                    continue
+                found[tp] = m if err is None and m.offset() == offsets[tp] else None
+                pending.discard(tp)
+                consumer.pause([TopicPartition(*tp)])
+    finally:
+        consumer.close()
     return found

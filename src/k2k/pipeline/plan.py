@@ -136,6 +136,9 @@ class CommitSpec:
     batch_timeout_s: float
     #: The user's delivery timeout: a commit batch not acknowledged within it fails the lease.
     ack_timeout_s: float
+    #: ``offsets: identical``: a partition's progress is its target partition's end offset
+    #: (k2k.pipeline.task.identical).
+    identical_offsets: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +170,8 @@ class PolicySpec:
     on_records_lost: str
     #: ``onForeignWrites``: ``warn`` or ``fail``.
     on_foreign_writes: str
+    #: ``onOffsetGap`` (identical offsets): ``fail`` or ``map``.
+    on_offset_gap: str
 
 
 @dataclass(frozen=True)

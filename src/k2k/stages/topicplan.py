@@ -60,6 +60,9 @@ class TopicPlan:
     transform: RecordTransform | None = None
     #: Bidirectional replication's marker (None: replication is one-way).
     marker: LoopMarker | None = None
+    #: ``offsets: identical``: each record keeps its source offset on the target
+    #: (k2k.pipeline.task.identical).
+    identical: bool = False
 
 
 def tracing_headers(cfg: PipelineConfig) -> TracingHeaders | None:
@@ -100,6 +103,7 @@ def compile_topic_plans(
             tracing=tracing,
             transform=transforms(source, target) if transforms is not None else None,
             marker=marker,
+            identical=cfg.replication.sink.offsets.identical,
         )
         for source, target in routes.items()
     }

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from k2k.admin.reader import PipelineReader
 from k2k.config import PipelineConfig
 from k2k.errors import ConfigError, K2KError
+from k2k.formats import ProgressRecord
 from k2k.kafka import TP
 from k2k.kafka.admin import TopicInfo
 from k2k.kafka.factory import CONSUMER_DEFAULTS
@@ -81,7 +82,9 @@ def plan_tasks(
     router = cfg.topic_router()
     routes = {t: router.route(t) or t for t in chosen}
     tps: list[TP] = [(t, p) for t, info in chosen.items() for p in range(info.partitions)]
-    progress = {} if whole_topics else reader.progress()
+    identical = cfg.replication.sink.offsets.identical
+    read = reader.progress() if identical or not whole_topics else {}
+    progress = {} if whole_topics else read
     earliest = reader.offsets(tps, "earliest")
     from_time = (
         reader.offsets_for_time(tps, from_timestamp_ms) if from_timestamp_ms is not None else {}
@@ -133,9 +136,18 @@ def plan_tasks(
                 target_consumer=target_conf,
                 timeout_s=timeout_s,
                 schema_ids=schema_ids.get(t),
+                identical_below=_identical_below(identical, read.get((t, p))),
             )
         )
     return tasks
+
+
+def _identical_below(identical: bool, rec: ProgressRecord | None) -> int | None:
+    """``offsets: identical``: below which target offset records sit at their source offset
+    (where identity ended, ``mappedFrom``, or everywhere); None without identical offsets."""
+    if not identical:
+        return None
+    return rec.mapped_from if rec is not None and rec.mapped_from is not None else 1 << 62
 
 
 def _chosen_topics(reader: PipelineReader, topics: Sequence[str]) -> dict[str, TopicInfo]:

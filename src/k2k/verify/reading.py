@@ -230,6 +230,7 @@ def read_target(
     counts: dict[int, tuple[int, int]] = {}
     keep_timestamp = task.keep_timestamp
     canon = task.schema_ids[1] if task.schema_ids else None
+    identical_below = -1 if task.identical_below is None else task.identical_below
     for tp, (first, last) in sorted(task.target_ranges.items()):
         lane = actual.setdefault(tp, [])
         claims = tp in task.claims_unattributed
@@ -244,7 +245,11 @@ def read_target(
                 headers: Any = m.headers() or []
                 own, traced = tracing.split(headers)
                 key = m.key() if canon is None else canon.key(m.key())
-                source_offset = tracing.source_offset(traced)
+                # Identical offsets: compared at its own offset.
+                own_offset = m.offset() or 0
+                source_offset = (
+                    own_offset if own_offset < identical_below else tracing.source_offset(traced)
+                )
                 in_run, from_run = _mapped(runs, m.offset() or 0) if runs else (False, None)
                 if in_run:
                     if from_run is None:

@@ -112,6 +112,10 @@ class PartitionTask:
     #: With schema mapping on this topic: (source side, target side) canonical schema ids
     #: (:mod:`k2k.verify.schemas`); None compares keys and values byte for byte.
     schema_ids: tuple[SchemaIdCanon, SchemaIdCanon] | None = None
+    #: ``offsets: identical``: target records below this offset are the source records at
+    #: the same offset (compared there, so the first difference is where identity breaks);
+    #: None without identical offsets.
+    identical_below: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +196,7 @@ def verify_partition(task: PartitionTask) -> PartitionResult:
             or task.partial
             or task.tracing
             or task.schema_ids
+            or task.identical_below is not None
         )
         result = _verify_plain(task, meter) if plain else _verify(task, compact, meter)
         if result is None:
@@ -270,7 +275,9 @@ def _verify(task: PartitionTask, make: Make, meter: Meter) -> PartitionResult | 
     # Step 2. The target records attributed to this source partition, per target partition.
     tracing = Tracing(task.tracing)
     actual, null_keys, counts = read_target(task, tracing, keys, make, meter)
-    by_offset = tracing.offset is not None or bool(task.mapped_runs)
+    by_offset = (
+        tracing.offset is not None or bool(task.mapped_runs) or task.identical_below is not None
+    )
     # Step 3. Align lane by lane.
     lanes, skipped = _lanes(task, expected, keys, actual, null_keys, by_offset)
     if task.mapped_runs and tracing.offset is None:

@@ -120,6 +120,27 @@ def test_positions_the_source_cannot_serve_are_flagged():
     assert "! t[1]: committed position past the source's end" in text
 
 
+def test_status_says_which_partitions_keep_identical_offsets():
+    lag = Lag(10, 0, 10, 0, 0.0)
+    kept = ProgressRecord(GROUP, "t", 0, 10, "p", 1)
+    mapped = ProgressRecord(GROUP, "t", 1, 10, "p", 1, mapped_from=6)
+    parts = [
+        PartitionStatus("t", 0, True, None, kept, lag, identical=True),
+        PartitionStatus("t", 1, True, None, mapped, lag, identical=True),
+        PartitionStatus("u", 0, True, None, kept, lag),
+    ]
+    doc = PipelineStatus("p", "g", False, GRACE_MS, 100 * GONE_AFTER_MS, [], parts)
+    rows = doc.to_json()["partitions"]
+    assert [(r["offsets"], r["mappedFrom"]) for r in rows] == [
+        ("identical", None),
+        ("mapped", 6),
+        ("assigned", None),
+    ]
+    text = doc.render()
+    assert "! t[1]: offsets not identical from source offset 6 on" in text
+    assert "t[0]: offsets" not in text
+
+
 def test_status_shows_the_cut_over_once_k2k_cutover_began():
     plain = status_of([])
     assert plain.to_json()["cutover"] is None

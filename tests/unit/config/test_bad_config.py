@@ -607,6 +607,55 @@ CASES = [
         "coordination.kafka.charset: unknown charset, got 'klingon'; expected UTF-8",
         id="unknown-charset",
     ),
+    # --- identical offsets ----------------------------------------------------------------
+    pytest.param(
+        stages({"topic": "a"}, {"offsets": "same"}),
+        "replication.sink.offsets.mode: invalid value, got 'same'; expected assigned or identical",
+        id="offsets-unknown-mode",
+    ),
+    pytest.param(
+        stages({"topic": "a"}, {"offsets": {"mode": "identical", "maxFill": -1}}),
+        "replication.sink.offsets.maxFill:",
+        id="offsets-negative-fill",
+    ),
+    pytest.param(
+        stages({"topic": "a"}, {"offsets": "identical", "partition": "hash"}),
+        "replication.sink.partition: offsets: identical keeps each record at its source "
+        "partition and offset, got 'hash'; expected source",
+        id="identical-needs-partition-source",
+    ),
+    pytest.param(
+        stages({"topic": ["a", "b"]}, {"offsets": "identical", "topic": "everything"}),
+        "replication.sink.topic: offsets: identical needs a target topic of its own per source "
+        "topic; this route sends every topic to one, got 'everything'",
+        id="identical-needs-one-to-one",
+    ),
+    pytest.param(
+        stages(
+            {"topic": ["a", "b"]}, {"offsets": "identical", "topic": {"map": {"a": "x", "b": "x"}}}
+        ),
+        "replication.sink.topic.map: offsets: identical needs a target topic of its own per "
+        "source topic; several map to 'x'",
+        id="identical-map-merges",
+    ),
+    pytest.param(
+        {
+            **stages({"topic": "a"}, {"offsets": "identical"}),
+            "features": {"exactlyOnce": "enabled"},
+        },
+        "replication.sink.offsets: cannot be combined with features.exactlyOnce: each "
+        "transaction's commit marker takes an offset on the target",
+        id="identical-not-exactly-once",
+    ),
+    pytest.param(
+        {
+            **stages({"topic": "a"}, {"offsets": "identical"}),
+            "errorHandling": {"onOffsetGap": "map"},
+        },
+        "errorHandling.onOffsetGap: map goes on through offset mappings: needs "
+        "features.offsetMapping: enabled, got 'map'",
+        id="offset-gap-map-needs-mappings",
+    ),
 ]
 
 

@@ -64,6 +64,7 @@ def test_renders_k2k_layout(build: Any) -> None:
                 "name": "sink",
                 "topic": {"map": {"orders": "o", "payments": "p"}},
                 "partition": "hash",
+                "offsets": {"mode": "assigned", "maxFill": 1_000_000},
             }
         },
     ]

@@ -411,10 +411,17 @@ def test_the_run_encoder_writes_the_record_bytes(pipeline, topic, target):
 )
 def test_a_value_writer_writes_the_bytes_encode_value_writes(pipeline, owner, topic_id):
     write = ProgressRecord.value_writer(pipeline, owner, topic_id)
-    cases = ((0, 0, 0, None), (42, 1700000000000, 3, 50), (2**62, 1, 2**40, 2**62), (5, 1, 0, 5))
-    for offset, at, foreign, end in cases:
-        rec = ProgressRecord("g", "t", 0, offset, pipeline, at, owner, topic_id, foreign, end)
-        value = write(offset, at, foreign, end)
+    cases = (
+        (0, 0, 0, None, None),
+        (42, 1700000000000, 3, 50, None),
+        (2**62, 1, 2**40, 2**62, 2**61),
+        (5, 1, 0, 5, 0),
+    )
+    for offset, at, foreign, end, mapped in cases:
+        rec = ProgressRecord(
+            "g", "t", 0, offset, pipeline, at, owner, topic_id, foreign, end, mapped
+        )
+        value = write(offset, at, foreign, end, mapped)
         assert value == rec.encode_value()
         assert ProgressRecord.decode_value(rec.key, value, "t[0]@1") == rec
 
@@ -425,6 +432,23 @@ def test_the_source_end_seen_is_optional_in_both_directions():
     assert ProgressRecord.decode_value(key, old, "t[0]@1").end is None
     new = ProgressRecord("g", "t", 0, 7, "p", 1, end=9).encode_value()
     assert json.loads(new) == {"committedAt": 1, "end": 9, "offset": 7, "pipeline": "p", "v": 1}
+
+
+def test_where_identical_offsets_ended_is_optional_in_both_directions():
+    """Values without ``mappedFrom`` (older writers, partitions still identical) read as
+    None; a value with it is still a valid version-1 value (an extra field)."""
+    key = ProgressKey("g", "t", 0)
+    old = b'{"committedAt":1,"offset":7,"pipeline":"p","v":1}'
+    assert ProgressRecord.decode_value(key, old, "t[0]@1").mapped_from is None
+    new = ProgressRecord("g", "t", 0, 7, "p", 1, mapped_from=3).encode_value()
+    assert json.loads(new) == {
+        "committedAt": 1,
+        "mappedFrom": 3,
+        "offset": 7,
+        "pipeline": "p",
+        "v": 1,
+    }
+    assert ProgressRecord.decode_value(key, new, "t[0]@1").mapped_from == 3
 
 
 def test_foreign_records_are_optional_in_both_directions():

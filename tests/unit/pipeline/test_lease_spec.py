@@ -45,7 +45,11 @@ def test_no_field_has_a_default_of_its_own(spec: type) -> None:
 def test_the_config_model_defaults_reach_the_template() -> None:
     spec = _template()
     assert spec.commit == CommitSpec(
-        exactly_once=False, batch_size=1000, batch_timeout_s=2.0, ack_timeout_s=300.0
+        exactly_once=False,
+        batch_size=1000,
+        batch_timeout_s=2.0,
+        ack_timeout_s=300.0,
+        identical_offsets=False,
     )
     assert spec.control_topics == ControlTopicSpec(
         pipeline="orders-dr",
@@ -58,7 +62,7 @@ def test_the_config_model_defaults_reach_the_template() -> None:
         sync_timeout_s=30.0,
         open_transaction_s=0.0,  # at-least-once: no transaction holds a read back
     )
-    assert spec.policies == PolicySpec("fail", "fail", "fail", "warn")
+    assert spec.policies == PolicySpec("fail", "fail", "fail", "warn", "fail")
     assert spec.lease_s == 300.0
     assert (spec.lease_id, spec.topics, spec.topic_ids) == (0, {}, {})
     assert (spec.control, spec.observer, spec.telemetry) == (None, None, False)
@@ -75,7 +79,9 @@ def test_the_pipeline_settings_reach_the_template() -> None:
             "onControlMessageDeserializationError": "ignore",
             "onSourceRecordsLost": "continue",
             "onForeignWrites": "fail",
+            "onOffsetGap": "map",
         },
+        offsetMapping={"topic": "__k2k_offset_mappings"},
     )
     assert spec.commit.exactly_once
     assert spec.commit.batch_size == 10_000  # exactly-once's own batch size
@@ -85,4 +91,4 @@ def test_the_pipeline_settings_reach_the_template() -> None:
     assert spec.control_topics.sync_timeout_s == 60.0
     # Another runner's open transaction ends by its timeout (60 s) and the broker's check.
     assert spec.control_topics.open_transaction_s == 70.0
-    assert spec.policies == PolicySpec("ignore", "ignore", "continue", "fail")
+    assert spec.policies == PolicySpec("ignore", "ignore", "continue", "fail", "map")

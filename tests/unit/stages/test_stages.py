@@ -91,13 +91,20 @@ def test_everything_sent_to_tasks_pickles():
         observer=None,
         telemetry=True,
         clients=ClientSpec({"bootstrap.servers": "x"}, {}, {}),
-        commit=CommitSpec(exactly_once=True, batch_size=10, batch_timeout_s=1.0, ack_timeout_s=9),
+        commit=CommitSpec(
+            exactly_once=True,
+            batch_size=10,
+            batch_timeout_s=1.0,
+            ack_timeout_s=9,
+            identical_offsets=False,
+        ),
         control_topics=ControlTopicSpec("p", "m", "g", "ctl", 1, "asg", 1, 30.0, 0.0),
         policies=PolicySpec(
             on_sync_timeout="fail",
             on_bad_record="ignore",
             on_records_lost="fail",
             on_foreign_writes="warn",
+            on_offset_gap="fail",
         ),
     )
     group = RunnerGroup(0, (PartitionRange("t", 0, 5, None, True),))

@@ -37,6 +37,8 @@ from k2k.config import PipelineConfig
 from k2k.errors import K2KError, ReplicationError, TopicError
 from k2k.kafka import TP
 from k2k.kafka.admin import ClusterView, TopicInfo
+from k2k.kafka.factory import producer_settings
+from k2k.pipeline.driver.alignment import align_targets
 from k2k.pipeline.driver.positions import StartPositions, starts_at
 from k2k.schemamapping import schema_transforms
 from k2k.stages import TopicPlan, TopicRouter, compile_topic_plans
@@ -127,7 +129,8 @@ class Discovery:
                 compile_topic_plans(self.cfg, routes, self._transforms, self._loop_marker())
             )
             self._remember_target_ids(set(routes.values()))
-        self._resolve_starts(selected, positions, recreated)
+        started = self._resolve_starts(selected, positions, recreated)
+        self._align_identical(started, positions)
         # Last: a pass that failed before this point finds the same differences again.
         for t, info in selected.items():
             if ids[t]:
@@ -470,10 +473,11 @@ class Discovery:
         selected: Mapping[str, TopicInfo],
         positions: StartPositions,
         recreated: Mapping[str, list[int]],
-    ) -> None:
+    ) -> list[TP]:
         """Step 5: a start offset for each partition without one: ``auto.offset.reset``
         (earliest unless it says latest) for topics new to this run, the earliest offset for
-        partitions added to a topic already replicated and for re-created topics."""
+        partitions added to a topic already replicated and for re-created topics. Returns
+        the partitions given a start."""
         again = [(t, p) for t, parts in sorted(recreated.items()) for p in parts]
         if again:
             positions.restart(self.source.offsets(again, "earliest"))
@@ -483,7 +487,7 @@ class Discovery:
         if self.start_at is not None:
             if missing:
                 self._start_given(missing, positions)
-            return
+            return again + missing
         replicated = {t for t in selected if t in self.selected} | {
             t for t, _ in positions.has_progress if t in selected
         }
@@ -493,6 +497,22 @@ class Discovery:
             positions.add_initial(self.source.offsets(grown, "earliest"))
         if fresh:
             positions.add_initial(self.source.offsets(fresh, self.cfg.start_offset_kind()))
+        return again + missing
+
+    def _align_identical(self, started: list[TP], positions: StartPositions) -> None:
+        """Identical offsets: each target partition of ``started`` ends at its partition's
+        start offset before anything is copied (k2k.pipeline.driver.alignment)."""
+        offsets = self.cfg.replication.sink.offsets
+        if not offsets.identical or not started:
+            return
+        first = {
+            (self._routes[t], p): positions.starts[(t, p)]
+            for t, p in started
+            if t in self._routes and (t, p) in positions.starts
+        }
+        conf = producer_settings(self.cfg.target_client("producer"), False)
+        reader = {**self.cfg.target_client("consumer"), "isolation.level": "read_uncommitted"}
+        align_targets(self.target, conf, reader, first, offsets.max_fill)
 
     def _start_given(self, missing: list[TP], positions: StartPositions) -> None:
         """Step 5 for a run given its start offsets: records lost to retention since follow

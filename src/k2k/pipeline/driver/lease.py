@@ -117,6 +117,7 @@ def lease_template(
             on_bad_record=cfg.error_handling.on_control_message_deserialization_error,
             on_records_lost=cfg.error_handling.on_source_records_lost,
             on_foreign_writes=cfg.error_handling.on_foreign_writes,
+            on_offset_gap=cfg.error_handling.on_offset_gap,
         ),
     )
 
@@ -135,6 +136,7 @@ def _commit_spec(cfg: PipelineConfig, target_producer: dict[str, str]) -> Commit
         ack_timeout_s=delivery_timeout_s(
             target_producer if exactly_once else cfg.target_client("producer")
         ),
+        identical_offsets=cfg.replication.sink.offsets.identical,
     )
 
 

@@ -26,6 +26,7 @@ from confluent_kafka import KafkaException, Message, Producer
 from k2k.errors import K2KError
 from k2k.kafka.produce import produce_when_room
 from k2k.pipeline.task.commit import CommitStrategy, DeliveryCallback
+from k2k.pipeline.task.identical import Identity
 from k2k.pipeline.task.observe import ProducedRun, RunObserver, RunReport
 from k2k.stages.headers import Header
 from k2k.stages.topicplan import TopicPlan
@@ -50,9 +51,12 @@ class RecordCopier:
         observer: RunObserver | None = None,
         starts: Mapping[tuple[str, int], int] | None = None,
         reads: tuple[set[tuple[str, int]], set[tuple[str, int]]] | None = None,
+        identity: Identity | None = None,
     ) -> None:
         """``reads``: the source reader's ``touched`` and ``behind`` sets, kept current once
-        per run (see :class:`~k2k.pipeline.task.source.SourceReader`)."""
+        per run (see :class:`~k2k.pipeline.task.source.SourceReader`); ``identity``: the
+        identical-offsets checks, told of a gap before the run after it is produced (it
+        must also be among the observers)."""
         self.plans = dict(plans)
         #: With one topic a run ends only where the partition changes.
         self.only_topic = next(iter(topics)) if len(topics) == 1 else None
@@ -77,6 +81,7 @@ class RecordCopier:
         self.marker = next((p.marker for p in plans.values() if p.marker is not None), None)
         self.skipped = 0
         self._touched, self._behind = reads if reads is not None else (set(), set())
+        self.identity = identity
 
     def reassigned(
         self, plans: Mapping[str, TopicPlan], topics: set[str], gone: set[tuple[str, int]]
@@ -267,6 +272,11 @@ class RecordCopier:
         last = msgs[end - 1]
         last_offset = last.offset() or 0
         read_to = self._read_to
+        tp = (plan.source, part)
+        if plan.identical and (before := read_to.get(tp, first_offset)) < first_offset:
+            identity = self.identity
+            if identity is not None and identity.watched(tp):
+                identity.gap(tp, before, first_offset)  # raises, or the partition is mapped
         run = ProducedRun(
             plan.source,
             part,
@@ -274,10 +284,10 @@ class RecordCopier:
             last_offset,
             end - first,
             plan.target,
-            source_from=min(first_offset, read_to.get((plan.source, part), first_offset)),
+            source_from=min(first_offset, read_to.get(tp, first_offset)),
             source_timestamp=last.timestamp()[1],
         )
-        read_to[(plan.source, part)] = last_offset + 1
+        read_to[tp] = last_offset + 1
         report = RunReport(run, self.observer, ack, single=end - first == 1)
         return None, report.on_first, report.on_last, (1 if ack is not None else 0), run
 
@@ -332,14 +342,19 @@ def make_copier(
     observer: RunObserver | None = None,
     starts: Mapping[tuple[str, int], int] | None = None,
     reads: tuple[set[tuple[str, int]], set[tuple[str, int]]] | None = None,
+    identity: Identity | None = None,
 ) -> RecordCopier:
     """The copier for a runner task: with the test-only failure hook when it is set for
     this task's first attempt. ``starts``: where the runner starts reading each partition;
     ``reads``: the source reader's ``touched`` and ``behind`` sets."""
     fail_at = _injected_failure_point()
     if fail_at is None:
-        return RecordCopier(plans, topics, on_event, on_produce_error, observer, starts, reads)
-    copier = _FailingCopier(plans, topics, on_event, on_produce_error, observer, starts, reads)
+        return RecordCopier(
+            plans, topics, on_event, on_produce_error, observer, starts, reads, identity
+        )
+    copier = _FailingCopier(
+        plans, topics, on_event, on_produce_error, observer, starts, reads, identity
+    )
     copier.fail_at = fail_at
     return copier
 

@@ -54,6 +54,7 @@ from k2k.pipeline.task.commit.ledger import ProgressLedger
 from k2k.pipeline.task.copier import RecordCopier, make_copier
 from k2k.pipeline.task.faults import DriverGone, Fenced, RunnerFaults
 from k2k.pipeline.task.foreign import ForeignWatch, watched_targets
+from k2k.pipeline.task.identical import Identity
 from k2k.pipeline.task.observe import observers
 from k2k.pipeline.task.source import SourceReader
 from k2k.schemamapping.mapper import registered_by
@@ -104,6 +105,19 @@ class Runner:
         self.ledger.timing = self.tally
         #: The foreign-write watch, when a topic can be watched (kept for changes).
         self.foreign: ForeignWatch | None = None
+        #: Identical offsets' resume point and checks, when a topic asks for them.
+        self.identity = (
+            Identity(
+                dict(spec.topics),
+                self.ledger,
+                self.faults,
+                spec.policies.on_offset_gap,
+                spec.clients.control_consumer,
+                spec.clients.source_consumer,
+            )
+            if spec.commit.identical_offsets
+            else None
+        )
 
     def run(self) -> RunnerSummary:
         """Runs on: executor, once per task. Never raises for k2k faults: they are returned
@@ -149,6 +163,8 @@ class Runner:
                 )
                 if ranges is None:
                     return  # the lease ended before its progress could be read: nothing copied
+                if self.identity is not None:
+                    ranges = self.identity.resume(ranges)
                 source = SourceReader(
                     spec.clients.source_consumer,
                     ranges,
@@ -245,10 +261,14 @@ class Runner:
                 spec.observer(strategy) if spec.observer else None,
                 self.tally,
                 self._foreign_watch(strategy),
+                self.identity,
             ),
             dict(self.ledger.committed),
             (source.touched, source.behind),
+            self.identity,
         )
+        if self.identity is not None:
+            self.identity.plans = copier.plans  # grown in place as topics are added
         try:
             try:
                 self._loop(source, strategy, copier, stop)
@@ -262,7 +282,9 @@ class Runner:
         except Fenced:
             raise  # the fencer aborted the open transaction; an in-flight commit fails
         except K2KError:
-            strategy.abandon()
+            strategy.abandon()  # what is queued goes first: the mark must not wait for it
+            if self.identity is not None:
+                self.identity.record_breaks(self.faults.producers)
             raise
 
     def _foreign_watch(self, strategy: CommitStrategy) -> ForeignWatch | None:
@@ -423,5 +445,9 @@ class Runner:
         ranges = ledger.load(new, abort=stop.is_set, known=assignment.progress)
         if ranges is None:
             return  # the lease ends: the partitions are released with the others
+        if self.identity is not None:
+            for topic, plan in assignment.topics.items():
+                copier.plans.setdefault(topic, plan)  # the plans resume() reads
+            ranges = self.identity.resume(ranges)
         source.add(ranges)
         copier.start_at({(r.topic, r.partition): r.start for r in ranges})

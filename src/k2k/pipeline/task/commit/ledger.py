@@ -91,6 +91,10 @@ class ProgressLedger:
         #: Per partition, the foreign records counted on its target partition so far
         #: (read with its progress, grown by k2k.pipeline.task.foreign), written with it.
         self.foreign: dict[TP, int] = {}
+        #: ``offsets: identical``: per partition whose target offsets stopped being its
+        #: source offsets, the source offset where that happened (read with its progress,
+        #: set by k2k.pipeline.task.identical, written with it).
+        self.mapped_from: dict[TP, int] = {}
         #: The source end a partition's reader last saw (None: not known), written with its
         #: progress so that a failover can tell what was not replicated.
         self.seen_end: Callable[[TP], int | None] = lambda _tp: None
@@ -114,6 +118,7 @@ class ProgressLedger:
             del self.committed[tp]
             self.unwritten.discard(tp)
             self.foreign.pop(tp, None)
+            self.mapped_from.pop(tp, None)
             self._writers.pop(tp, None)
         return dropped
 
@@ -173,8 +178,20 @@ class ProgressLedger:
         self.committed[tp] = start
         if rec.foreign:
             self.foreign[tp] = rec.foreign
+        if rec.mapped_from is not None:
+            self.mapped_from[tp] = rec.mapped_from
         self.unwritten.discard(tp)
         return PartitionRange(r.topic, r.partition, start, r.end, True)
+
+    def advance(self, starts: Mapping[TP, int]) -> None:
+        """Take ``starts`` (past the committed progress) as committed: their records are on
+        the target already (identical offsets: k2k.pipeline.task.identical). Each gets a
+        progress record at the next commit point."""
+        for tp, start in starts.items():
+            self.committed[tp] = start
+            outcome = self.outcomes[tp]
+            outcome.start = outcome.committed = start
+            self.unwritten.add(tp)
 
     def _of_another_topic(self, rec: ProgressRecord) -> bool:
         """True for progress of a topic that was deleted and created again since (the
@@ -213,7 +230,9 @@ class ProgressLedger:
             write = self._writers[tp] = ProgressRecord.value_writer(
                 control.pipeline, control.member, self.topic_ids.get(tp[0], "")
             )
-        value = write(pos, now_ms, self.foreign.get(tp, 0), self.seen_end(tp))
+        value = write(
+            pos, now_ms, self.foreign.get(tp, 0), self.seen_end(tp), self.mapped_from.get(tp)
+        )
         produce_when_room(producer, self.commit_topic, value, key, partition, self.on_delivery)
 
     def mark_committed(self, written: Written) -> None:

@@ -1,0 +1,262 @@
+"""Identical offsets (``replication[].sink.offsets: identical``) on real brokers: every record
+sits at its source offset on the target, also when the source's log start was moved before
+the first start and when ``k2k start`` is killed with SIGKILL mid-copy, again and again
+(progress is the target: no duplicate, nothing missing). A source partition whose offsets
+jump (a transaction's commit marker) stops with one line before anything lands at a wrong
+offset (``onOffsetGap: fail``), or goes on through offset mappings (``map``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from typing import Any
+
+import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from tests.helpers.kafka import (
+    create_topic,
+    end_offsets,
+    eventually,
+    produce,
+    produce_transaction,
+    read_all,
+)
+from tests.helpers.pipelines import (
+    BASE_TS,
+    K2K,
+    committed_progress,
+    k2k_cli,
+    latest_progress,
+    pipeline_dict,
+    write_pipeline,
+)
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 2
+#: Records written before the first start, and below which partition 0's log start moves.
+BEFORE, DELETED = 3_000, 1_000
+#: Records written while the runs are killed.
+DURING = 24_000
+KILLS = 3
+
+
+def _identical(clusters, name: str, topic: str, **sections: Any) -> dict[str, Any]:
+    doc = pipeline_dict(
+        clusters,
+        name,
+        [topic],
+        features={"tracingHeaders": {"offset": "enabled"}},
+        coordination={"commit": {"batchSize": 300, "batchTimeout": "100 milliseconds"}},
+        **sections,
+    )
+    doc["replication"][1]["sink"]["offsets"] = "identical"
+    return doc
+
+
+def _record(i: int) -> tuple[int, bytes, bytes, list[tuple[str, bytes]], int]:
+    return (i % PARTITIONS, b"k%d" % i, b"v%d" % i, [("h", b"%d" % (i % 7))], BASE_TS + i)
+
+
+def _log_starts(bootstrap: str, topic: str) -> dict[int, int]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    parts = admin.list_topics(topic, timeout=30).topics[topic].partitions
+    request = {TopicPartition(topic, p): OffsetSpec.earliest() for p in parts}
+    futures = admin.list_offsets(request, request_timeout=30)
+    return {tp.partition: f.result().offset for tp, f in futures.items()}
+
+
+def _assert_identical(source: str, target: str, topic: str) -> int:
+    """Every target record is the source record at the same offset, every source record is
+    there once, and the log starts agree; returns the records compared."""
+    src, dst = read_all(source, topic), read_all(target, topic)
+    assert _log_starts(target, topic) == _log_starts(source, topic)
+    compared = 0
+    for p, records in src.items():
+        assert [r.offset for r in dst[p]] == [r.offset for r in records], f"partition {p}"
+        for s, t in zip(records, dst[p], strict=True):
+            headers = dict(t.headers)
+            assert int(headers.pop("k2k_offset")) == s.offset
+            assert (t.key, t.value, t.timestamp) == (s.key, s.value, s.timestamp)
+            assert [h for h in t.headers if h[0] != "k2k_offset"] == s.headers
+        compared += len(records)
+    return compared
+
+
+def test_offsets_stay_identical_through_a_moved_log_start_and_three_kill_9s(
+    clusters, tmp_path, topic_name
+):
+    t = topic_name("ident")
+    name = topic_name("pident")
+    create_topic(clusters.source, t, PARTITIONS)
+    produce(clusters.source, t, [_record(i) for i in range(BEFORE)])
+    admin = AdminClient({"bootstrap.servers": clusters.source})
+    for future in admin.delete_records([TopicPartition(t, 0, DELETED)]).values():
+        future.result(30)
+    assert _log_starts(clusters.source, t)[0] == DELETED
+    doc = _identical(clusters, name, t)
+    path = write_pipeline(tmp_path, doc)
+    commit_topic = doc["coordination"]["commit"]["topic"]
+
+    def steady_producer() -> None:
+        step = DURING // 80
+        for chunk in range(80):
+            base = BEFORE + chunk * step
+            produce(clusters.source, t, [_record(i) for i in range(base, base + step)])
+            time.sleep(0.1)  # pacing the load generator, not synchronisation
+
+    writer = threading.Thread(target=steady_producer)
+    writer.start()
+    try:
+        for kill in range(KILLS):
+            before = sum(committed_progress(clusters.target, commit_topic, name).values())
+            proc = subprocess.Popen(
+                [*K2K, "start", "-f", str(path)],
+                start_new_session=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            try:
+                # Killed once its progress moved on (mid-copy: the writer still writes).
+                eventually(
+                    lambda before=before: (
+                        sum(committed_progress(clusters.target, commit_topic, name).values())
+                        > before + 2_000
+                    ),
+                    expected=True,
+                    timeout=120,
+                )
+            finally:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(30)
+            if kill == 0:
+                # Aligned at the first start: the fillers were deleted with the moved start.
+                assert _log_starts(clusters.target, t)[0] == DELETED
+    finally:
+        writer.join()
+    result = k2k_cli("start", "--until-caught-up", "-v", "-f", str(path))
+    assert result.returncode == 0, result.stderr
+    assert _assert_identical(clusters.source, clusters.target, t) == BEFORE - DELETED + DURING
+    progress = latest_progress(clusters.target, doc)
+    assert {tp: rec.offset for tp, rec in progress.items()} == {
+        (t, p): end for p, end in end_offsets(clusters.source, t).items()
+    }
+    assert all(rec.mapped_from is None for rec in progress.values())
+    # k2k verify compares each target record with the source record at the same offset.
+    checked = k2k_cli("verify", "-f", str(path), "--json")
+    assert checked.returncode == 0, checked.stderr
+    assert json.loads(checked.stdout)["ok"] is True
+
+
+def _source_with_a_marker(clusters, t: str) -> int:
+    """Partition 0: 50 records, a committed transaction of 10 (its marker takes an offset),
+    50 more; returns the offset of the marker."""
+    create_topic(clusters.source, t, 1)
+    produce(clusters.source, t, [(0, b"a%d" % i, b"x", [], BASE_TS + i) for i in range(50)])
+    produce_transaction(
+        clusters.source, t, [(0, b"t%d" % i, b"x", [], BASE_TS + i) for i in range(10)]
+    )
+    produce(clusters.source, t, [(0, b"b%d" % i, b"x", [], BASE_TS + i) for i in range(50)])
+    eventually(lambda: end_offsets(clusters.source, t)[0], expected=111)
+    return 60
+
+
+def test_a_source_gap_stops_identical_offsets_with_one_line_before_writing_it(
+    clusters, tmp_path, topic_name
+):
+    t = topic_name("identgap")
+    marker = _source_with_a_marker(clusters, t)
+    path = write_pipeline(tmp_path, _identical(clusters, topic_name("pidentgap"), t))
+    result = k2k_cli("start", "--until-caught-up", "-f", str(path))
+    assert result.returncode != 0
+    lines = [ln for ln in result.stderr.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1, result.stderr
+    assert f"{t}[0]: source offsets jump from {marker} to {marker + 1}" in lines[0]
+    assert "errorHandling.onOffsetGap is 'fail'" in lines[0]
+    # Nothing from the gap on was written; what was (the failed batch is abandoned, and
+    # copied again by the next start) sits at its source offsets.
+    written = read_all(clusters.target, t)[0]
+    assert len(written) <= marker
+    assert [int(dict(r.headers)["k2k_offset"]) for r in written] == [r.offset for r in written]
+
+
+def test_map_goes_on_past_a_source_gap_through_offset_mappings(clusters, tmp_path, topic_name):
+    t = topic_name("identmap")
+    marker = _source_with_a_marker(clusters, t)
+    doc = _identical(
+        clusters,
+        topic_name("pidentmap"),
+        t,
+        errorHandling={"onOffsetGap": "map"},
+    )
+    doc["features"]["offsetMapping"] = "enabled"
+    doc["offsetMapping"] = {"topic": f"__k2k_offset_mappings-{doc['name']}"}
+    path = write_pipeline(tmp_path, doc)
+    result = k2k_cli("start", "--until-caught-up", "-f", str(path))
+    assert result.returncode == 0, result.stderr
+    assert "offsets no longer identical" in result.stderr
+    dst = read_all(clusters.target, t)[0]
+    src = read_all(clusters.source, t)[0]
+    assert [(r.key, r.value) for r in dst] == [(r.key, r.value) for r in src]
+    # Identical up to the marker; one offset lower from there (the marker is not copied).
+    assert [r.offset for r in dst] == list(range(110))
+    assert [int(dict(r.headers)["k2k_offset"]) for r in dst] == [r.offset for r in src]
+    progress = latest_progress(clusters.target, doc)[(t, 0)]
+    assert (progress.offset, progress.mapped_from) == (111, marker)
+
+
+def test_a_foreign_write_on_an_identical_target_partition_stops_the_copy(
+    clusters, tmp_path, topic_name
+):
+    """A record another producer writes to the target partition (what a zombie runner's
+    write looks like too) shifts every later record: the first run acknowledged after it
+    fails the offset check, and ``k2k start`` stops with one line naming both offsets."""
+    t = topic_name("identforeign")
+    create_topic(clusters.source, t, 1)
+    produce(clusters.source, t, [(0, b"a%d" % i, b"x", [], BASE_TS + i) for i in range(100)])
+    path = write_pipeline(tmp_path, _identical(clusters, topic_name("pidentforeign"), t))
+    proc = subprocess.Popen(
+        [*K2K, "start", "-f", str(path)],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        eventually(lambda: end_offsets(clusters.target, t).get(0), expected=100, timeout=120)
+        produce(clusters.target, t, [(0, b"foreign", b"x", [], None)])  # target offset 100
+        produce(clusters.source, t, [(0, b"b%d" % i, b"x", [], BASE_TS + i) for i in range(10)])
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+    assert proc.returncode != 0
+    lines = [ln for ln in stderr.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1, stderr
+    # The first run after the foreign record: from source offset 100, at target offset 101.
+    assert re.search(
+        rf"{t}\[0\]: source offsets 100\.\.\d+ were written at {t}\[0\] offsets 101\.\.", lines[0]
+    )
+    assert "another producer wrote to the target partition" in lines[0]
+    # k2k verify compares at the same offsets: the first difference is where identity
+    # broke (the foreign record at target offset 100).
+    checked = k2k_cli("verify", "-f", str(path), "--all", "--json")
+    assert checked.returncode == 1, checked.stderr
+    [bad] = [p for p in json.loads(checked.stdout)["partitions"] if not p["ok"]]
+    first = bad["differences"][0]
+    assert first["targetOffsets"][:1] == [100] or first["sourceOffsets"][:1] == [100], first
+    # The stop is remembered in the partition's progress: a restart does not copy on as if
+    # the offsets were still identical.
+    again = k2k_cli("start", "--until-caught-up", "-f", str(path))
+    assert again.returncode != 0
+    lines = [ln for ln in again.stderr.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1, again.stderr
+    assert f"{t}[0]'s progress says they ended at source offset 100" in lines[0]
