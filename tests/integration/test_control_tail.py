@@ -61,12 +61,7 @@ def test_a_progress_read_waits_past_the_sync_timeout_for_a_live_writers_transact
     t = topic_name("progress")
     create_topic(clusters.target, t, 1)
     plain = Producer({"bootstrap.servers": clusters.target})
-    live = Producer({"bootstrap.servers": clusters.target, "transactional.id": t})
-    live.init_transactions(30)
-    live.begin_transaction()
-    key, value = ProgressRecord("g", "src", 1, 5, "live", 1).encode()
-    live.produce(t, value, key, partition=0)
-    assert live.flush(30) == 0
+    live = _open_transaction(clusters.target, t)
     key, value = ProgressRecord("g", "src", 0, 40, "predecessor", 1).encode()
     plain.produce(t, value, key, partition=0)  # behind the open transaction: held back
     assert plain.flush(30) == 0
@@ -95,12 +90,7 @@ def test_a_progress_read_stops_at_the_sync_timeout_when_no_transaction_can_be_op
     bound, and the error names it."""
     t = topic_name("progress")
     create_topic(clusters.target, t, 1)
-    live = Producer({"bootstrap.servers": clusters.target, "transactional.id": t})
-    live.init_transactions(30)
-    live.begin_transaction()
-    key, value = ProgressRecord("g", "src", 1, 5, "live", 1).encode()
-    live.produce(t, value, key, partition=0)
-    assert live.flush(30) == 0
+    live = _open_transaction(clusters.target, t)
     store = _store(clusters.target, t, sync_timeout_s=1, past_open_transactions=True)
     started = time.monotonic()
     try:
@@ -153,6 +143,17 @@ def test_a_progress_read_told_what_lies_before_reads_only_what_follows(clusters,
         ("src", 0): (7, "marker"),  # the prefix was not read again
         ("src", 1): (99, "p"),  # what follows was
     }  # and the tombstone after the cut removed partition 2
+
+
+def _open_transaction(bootstrap: str, topic: str) -> Producer:
+    """A live writer's transaction, left open, holding one progress record of ``topic``."""
+    live = Producer({"bootstrap.servers": bootstrap, "transactional.id": topic})
+    live.init_transactions(30)
+    live.begin_transaction()
+    key, value = ProgressRecord("g", "src", 1, 5, "live", 1).encode()
+    live.produce(topic, value, key, partition=0)
+    assert live.flush(30) == 0
+    return live
 
 
 def _store(
