@@ -78,6 +78,7 @@ from bench.ceiling import BareLoop, BareLoopTransactional, ProducerPerfTool
 from bench.contender import Contender, Ctx, create_topic
 from bench.k2k_bench import (
     K2KAtLeastOnce,
+    K2KAtLeastOnceIdentical,
     K2KAtLeastOnceMappings,
     K2KAtLeastOnceTelemetry,
     K2KExactlyOnce,
@@ -117,6 +118,7 @@ PARTITIONS = 8
 CONTENDERS: list[type[Contender]] = [
     K2KAtLeastOnce,
     K2KAtLeastOnceMappings,
+    K2KAtLeastOnceIdentical,
     K2KAtLeastOnceTelemetry,
     K2KExactlyOnce,
     K2KExactlyOnceMappings,

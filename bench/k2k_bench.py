@@ -168,6 +168,19 @@ class K2KAtLeastOnceMappings(K2KAtLeastOnce):
     features: ClassVar[dict[str, Any]] = {"offsetMapping": "enabled"}
 
 
+class K2KAtLeastOnceIdentical(K2KAtLeastOnce):
+    """At-least-once with ``replication[].sink.offsets: identical``: every record keeps its
+    source offset on the target (each run's offsets checked from its delivery reports)."""
+
+    key = "k2k-id"
+    name = "k2k at-least-once, identical offsets"
+
+    def pipeline(self, ctx: Ctx) -> dict[str, Any]:
+        doc = super().pipeline(ctx)
+        doc["replication"][1]["sink"]["offsets"] = "identical"
+        return doc
+
+
 class K2KExactlyOnceMappings(K2KExactlyOnce):
     """Exactly-once with ``features.offsetMapping``: mappings in the batch's transaction."""
 
