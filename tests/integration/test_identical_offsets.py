@@ -260,3 +260,28 @@ def test_a_foreign_write_on_an_identical_target_partition_stops_the_copy(
     lines = [ln for ln in again.stderr.splitlines() if ln.startswith("error:")]
     assert len(lines) == 1, again.stderr
     assert f"{t}[0]'s progress says they ended at source offset 100" in lines[0]
+
+
+def test_a_route_into_the_heartbeats_topic_is_refused_when_heartbeats_are_emitted(
+    clusters, tmp_path, topic_name
+):
+    """k2k's own heartbeats would take offsets in that target topic."""
+    t = topic_name("identhb")
+    create_topic(clusters.source, t, 1)
+    doc = _identical(
+        clusters,
+        topic_name("pidenthb"),
+        t,
+        source={"alias": "a"},
+        target={"alias": "b"},
+    )
+    doc["features"]["heartbeats"] = "enabled"
+    doc["replication"][1]["sink"]["topic"] = {"map": {t: "heartbeats"}}
+    result = k2k_cli("start", "--until-caught-up", "-f", str(write_pipeline(tmp_path, doc)))
+    assert result.returncode != 0
+    lines = [ln for ln in result.stderr.splitlines() if ln.startswith("error:")]
+    assert lines == [
+        f"error: offsets: identical: source topic {t!r} is routed to 'heartbeats', where "
+        "features.heartbeats writes k2k's own heartbeats, so its offsets cannot stay "
+        "identical; route it elsewhere, exclude it, or disable features.heartbeats"
+    ], result.stderr

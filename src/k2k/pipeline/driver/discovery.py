@@ -261,8 +261,24 @@ class Discovery:
                 raise TopicError(
                     f"topic {name!r} would be replicated onto itself (same cluster, same name)"
                 )
+            self._check_identical_target(name, target)
             selected[name] = info
         return selected
+
+    def _check_identical_target(self, source: str, target: str) -> None:
+        """Identical offsets need the pipeline's copy to be its target topic's only writer;
+        with ``features.heartbeats`` k2k writes its own heartbeats into ``heartbeats``."""
+        cfg = self.cfg
+        if (
+            cfg.replication.sink.offsets.identical
+            and cfg.features.heartbeats
+            and target == cfg.heartbeats.topic
+        ):
+            raise TopicError(
+                f"offsets: identical: source topic {source!r} is routed to {target!r}, where "
+                "features.heartbeats writes k2k's own heartbeats, so its offsets cannot stay "
+                "identical; route it elsewhere, exclude it, or disable features.heartbeats"
+            )
 
     def _ensure_targets(self, topics: Mapping[str, TopicInfo]) -> None:
         """Step 4: create (``autoCreateTopics``), grow or check the target topic of every new
