@@ -63,7 +63,11 @@ class CommitSettings(K2KModel):
     sync_timeout: Duration = Field(
         timedelta(seconds=30),
         description="How long reading the progress records at start may take (then "
-        "`errorHandling.onCommitSyncTimeout` applies).",
+        "`errorHandling.onCommitSyncTimeout` applies). When not set, a runner taking "
+        "partitions on under exactly-once waits for other runners' open transactions up to "
+        "the producer's `transaction.timeout.ms` plus 10 s instead (a transaction over "
+        "thousands of partitions can stay open longer than 30 s; "
+        "docs/architecture.md#taking-partitions-on).",
     )
     group: str | None = Field(
         None,

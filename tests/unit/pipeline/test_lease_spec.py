@@ -89,6 +89,10 @@ def test_the_pipeline_settings_reach_the_template() -> None:
     # Exactly-once keeps the producer's delivery timeout, bounded by the transaction's.
     assert spec.commit.ack_timeout_s == delivery_timeout_s(spec.clients.target_producer)
     assert spec.control_topics.sync_timeout_s == 60.0
-    # Another runner's open transaction ends by its timeout (60 s) and the broker's check.
-    assert spec.control_topics.open_transaction_s == 70.0
+    # A syncTimeout the user set bounds the take-on's wait for open transactions too.
+    assert spec.control_topics.open_transaction_s == 0.0
+    # Not set: another runner's open transaction ends by its timeout (60 s) and the
+    # broker's abort check.
+    default = _template(features={"exactlyOnce": True})
+    assert default.control_topics.open_transaction_s == 70.0
     assert spec.policies == PolicySpec("ignore", "ignore", "continue", "fail", "map")

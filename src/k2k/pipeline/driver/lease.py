@@ -106,11 +106,7 @@ def lease_template(
             assignment_topic=cfg.coordination.assignment.topic,
             assignment_partitions=assignment_partitions,
             sync_timeout_s=cfg.coordination.commit.sync_timeout.total_seconds(),
-            open_transaction_s=(
-                cfg.transaction_timeout_ms() / 1000 + BROKER_ABORT_CHECK_S
-                if cfg.features.exactly_once
-                else 0.0
-            ),
+            open_transaction_s=_open_transaction_s(cfg),
         ),
         policies=PolicySpec(
             on_sync_timeout=cfg.error_handling.on_commit_sync_timeout,
@@ -120,6 +116,16 @@ def lease_template(
             on_offset_gap=cfg.error_handling.on_offset_gap,
         ),
     )
+
+
+def _open_transaction_s(cfg: PipelineConfig) -> float:
+    """How long a runner's take-on may wait for another runner's open transaction:
+    exactly-once, its timeout plus the broker's abort check, unless the user set
+    ``coordination.commit.syncTimeout`` (then that is the bound); 0 at-least-once."""
+    commit = cfg.coordination.commit
+    if not cfg.features.exactly_once or "sync_timeout" in commit.model_fields_set:
+        return 0.0
+    return cfg.transaction_timeout_ms() / 1000 + BROKER_ABORT_CHECK_S
 
 
 def _commit_spec(cfg: PipelineConfig, target_producer: dict[str, str]) -> CommitSpec:
