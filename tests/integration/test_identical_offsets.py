@@ -105,42 +105,42 @@ def test_offsets_stay_identical_through_a_moved_log_start_and_three_kill_9s(
     path = write_pipeline(tmp_path, doc)
     commit_topic = doc["coordination"]["commit"]["topic"]
 
-    def steady_producer() -> None:
-        step = DURING // 80
-        for chunk in range(80):
-            base = BEFORE + chunk * step
+    def steady_producer(first: int, count: int) -> None:
+        step = count // 40
+        for base in range(first, first + count, step):
             produce(clusters.source, t, [_record(i) for i in range(base, base + step)])
             time.sleep(0.1)  # pacing the load generator, not synchronisation
 
-    writer = threading.Thread(target=steady_producer)
-    writer.start()
-    try:
-        for kill in range(KILLS):
-            before = sum(committed_progress(clusters.target, commit_topic, name).values())
-            proc = subprocess.Popen(
-                [*K2K, "start", "-f", str(path)],
-                start_new_session=True,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
+    per_kill = DURING // KILLS
+    for kill in range(KILLS):
+        # Each run gets records of its own to copy while it is killed: a run that copied
+        # everything written so far would leave the next one nothing to be killed amid.
+        first = BEFORE + kill * per_kill
+        writer = threading.Thread(target=steady_producer, args=(first, per_kill))
+        writer.start()
+        before = sum(committed_progress(clusters.target, commit_topic, name).values())
+        proc = subprocess.Popen(
+            [*K2K, "start", "-f", str(path)],
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            # Killed once its progress moved on (mid-copy while the writer still writes).
+            eventually(
+                lambda before=before: (
+                    sum(committed_progress(clusters.target, commit_topic, name).values()) > before
+                ),
+                expected=True,
+                timeout=120,
             )
-            try:
-                # Killed once its progress moved on (mid-copy: the writer still writes).
-                eventually(
-                    lambda before=before: (
-                        sum(committed_progress(clusters.target, commit_topic, name).values())
-                        > before + 2_000
-                    ),
-                    expected=True,
-                    timeout=120,
-                )
-            finally:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(30)
-            if kill == 0:
-                # Aligned at the first start: the fillers were deleted with the moved start.
-                assert _log_starts(clusters.target, t)[0] == DELETED
-    finally:
-        writer.join()
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+            writer.join()
+        if kill == 0:
+            # Aligned at the first start: the fillers were deleted with the moved start.
+            assert _log_starts(clusters.target, t)[0] == DELETED
     result = k2k_cli("start", "--until-caught-up", "-v", "-f", str(path))
     assert result.returncode == 0, result.stderr
     assert _assert_identical(clusters.source, clusters.target, t) == BEFORE - DELETED + DURING
