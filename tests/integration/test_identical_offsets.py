@@ -8,10 +8,7 @@ offset (``onOffsetGap: fail``), or goes on through offset mappings (``map``)."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import subprocess
 import threading
 import time
 from typing import Any
@@ -30,13 +27,13 @@ from tests.helpers.kafka import (
 )
 from tests.helpers.pipelines import (
     BASE_TS,
-    K2K,
     committed_progress,
     k2k_cli,
     latest_progress,
     pipeline_dict,
     write_pipeline,
 )
+from tests.helpers.procs import K2KProcess
 
 pytestmark = pytest.mark.integration
 
@@ -119,12 +116,7 @@ def test_offsets_stay_identical_through_a_moved_log_start_and_three_kill_9s(
         writer = threading.Thread(target=steady_producer, args=(first, per_kill))
         writer.start()
         before = sum(committed_progress(clusters.target, commit_topic, name).values())
-        proc = subprocess.Popen(
-            [*K2K, "start", "-f", str(path)],
-            start_new_session=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        proc = K2KProcess(path, tmp_path / f"run-{kill}.log")
         try:
             # Killed once its progress moved on (mid-copy while the writer still writes).
             eventually(
@@ -135,8 +127,7 @@ def test_offsets_stay_identical_through_a_moved_log_start_and_three_kill_9s(
                 timeout=120,
             )
         finally:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(30)
+            proc.kill()
             writer.join()
         if kill == 0:
             # Aligned at the first start: the fillers were deleted with the moved start.
@@ -222,23 +213,17 @@ def test_a_foreign_write_on_an_identical_target_partition_stops_the_copy(
     create_topic(clusters.source, t, 1)
     produce(clusters.source, t, [(0, b"a%d" % i, b"x", [], BASE_TS + i) for i in range(100)])
     path = write_pipeline(tmp_path, _identical(clusters, topic_name("pidentforeign"), t))
-    proc = subprocess.Popen(
-        [*K2K, "start", "-f", str(path)],
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = K2KProcess(path, tmp_path / "foreign.log")
     try:
         eventually(lambda: end_offsets(clusters.target, t).get(0), expected=100, timeout=120)
         produce(clusters.target, t, [(0, b"foreign", b"x", [], None)])  # target offset 100
         produce(clusters.source, t, [(0, b"b%d" % i, b"x", [], BASE_TS + i) for i in range(10)])
-        _, stderr = proc.communicate(timeout=120)
+        proc.proc.wait(120)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(30)
-    assert proc.returncode != 0
+        if proc.proc.poll() is None:
+            proc.kill()
+    stderr = proc.output()
+    assert proc.proc.returncode != 0
     lines = [ln for ln in stderr.splitlines() if ln.startswith("error:")]
     assert len(lines) == 1, stderr
     # The first run after the foreign record: from source offset 100, at target offset 101.

@@ -70,8 +70,7 @@ def records_at(
     them), or None where there is none there: a marker, an aborted record (the consumer
     reads ``read_committed``), or the partition's end. Partitions not answered within
     ``timeout_s`` are absent."""
-    conf = {**peek_settings(consumer_conf, str(consumer_conf.get("group.id", "k2k.peek")))}
-    consumer = Consumer(conf)
+    consumer = Consumer(peek_settings(consumer_conf, consumer_conf.get("group.id", "k2k.peek")))
     found: dict[TP, Message | None] = {}
     try:
         consumer.assign([TopicPartition(t, p, o) for (t, p), o in offsets.items()])

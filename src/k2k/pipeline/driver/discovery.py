@@ -527,8 +527,9 @@ class Discovery:
             if t in self._routes and (t, p) in positions.starts
         }
         conf = producer_settings(self.cfg.target_client("producer"), False)
-        reader = {**self.cfg.target_client("consumer"), "isolation.level": "read_uncommitted"}
-        align_targets(self.target, conf, reader, first, offsets.max_fill)
+        align_targets(
+            self.target, conf, self.cfg.target_client("consumer"), first, offsets.max_fill
+        )
 
     def _start_given(self, missing: list[TP], positions: StartPositions) -> None:
         """Step 5 for a run given its start offsets: records lost to retention since follow
