@@ -36,6 +36,12 @@ class K2KProcess:
         except psutil.NoSuchProcess:
             return []
 
+    def driver_cpu_s(self) -> float:
+        """CPU seconds the driver process (the ``k2k start`` Python process and its
+        librdkafka threads, not the JVM or the workers) used so far."""
+        times = psutil.Process(self.proc.pid).cpu_times()
+        return float(times.user + times.system)
+
     def signal_tree(self, sig: int) -> None:
         """``sig`` to the whole process group at once, then to every descendant found (in
         case one left the group), so a freeze or a resume is never partial."""

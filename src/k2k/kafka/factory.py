@@ -208,17 +208,15 @@ def _with_callbacks(conf: Mapping[str, str], on_error: ErrorCallback | None) -> 
     return settings
 
 
-#: Admin client defaults. librdkafka sends DescribeCluster, DescribeTopics, CreateTopics
-#: and other admin requests to the broker its metadata names as the controller; a KRaft
-#: broker names any live broker there. An admin client refreshes that metadata only every
-#: ``topic.metadata.refresh.interval.ms`` (5 minutes by default), and a request that timed
-#: out does not refresh it: once the named broker dies, every such request times out for
-#: minutes while the other brokers answer. Measured on a three-broker cluster with that
-#: broker SIGKILLed: with the default, ``describe_cluster`` still failed a minute later;
-#: refreshed every 5 s, it answered 13 s after the kill (the controller fences the dead
-#: broker after ``broker.session.timeout.ms``, 9 s, and metadata names another one). The
-#: cost is one small metadata request per admin client every 5 s.
-ADMIN_DEFAULTS: dict[str, str] = {"topic.metadata.refresh.interval.ms": "5000"}
+#: Admin client defaults, both for a broker that dies
+#: (docs/operations.md#broker-restarts-and-leader-elections): metadata refreshed every 5 s,
+#: because admin requests go to the broker it names as the controller and librdkafka's
+#: 5-minute default kept naming a dead one; and a connection to every broker, because with
+#: sparse connections a request to a dead partition leader reconnects to it without backoff.
+ADMIN_DEFAULTS: dict[str, str] = {
+    "topic.metadata.refresh.interval.ms": "5000",
+    "enable.sparse.connections": "false",
+}
 
 
 def admin_settings(props: Mapping[str, str]) -> dict[str, str]:
