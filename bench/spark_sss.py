@@ -49,25 +49,30 @@ __all__ = [
 _VERSION_SUFFIX = re.compile(r"-\d+(?:\.\d+)+[^/]*\.jar$")
 
 
-def spark_kafka_dir(home: Path | None = None) -> Path:
-    """The install directory for the running pyspark's release (it may not exist yet)."""
+def spark_kafka_dir(home: Path | None = None, version: str | None = None) -> Path:
+    """The install directory for ``version`` (default: the running pyspark's release); it
+    may not exist yet."""
     import pyspark
 
-    return (home if home is not None else k2k_home()) / f"spark-kafka-{pyspark.__version__}"
+    version = version or pyspark.__version__
+    return (home if home is not None else k2k_home()) / f"spark-kafka-{version}"
 
 
-def ensure_spark_kafka_installed(home: Path | None = None) -> list[Path]:
+def ensure_spark_kafka_installed(
+    home: Path | None = None, version: str | None = None
+) -> list[Path]:
     """Return the connector jars for ``spark.jars``, running Maven the first time only.
 
-    ``bench/sss/pom.xml`` resolved by k2k's own Maven installer for the running pyspark's
-    release (DEVELOPERS.md: the connector matches pyspark; there is no fallback to another
-    release), minus every jar pyspark already ships.
+    ``bench/sss/pom.xml`` resolved by k2k's own Maven installer for ``version``, by default
+    the running pyspark's release (the benchmark measures no other release's connector;
+    tests that only need a query's checkpoint pass a published one), minus every jar
+    pyspark already ships.
     """
     import pyspark
 
-    version = pyspark.__version__
+    version = version or pyspark.__version__
     pyspark_jars = Path(pyspark.__file__).parent / "jars"
-    target = spark_kafka_dir(home)
+    target = spark_kafka_dir(home, version)
     try:
         libs = maven_install(
             f"Spark's Kafka connector {version}",

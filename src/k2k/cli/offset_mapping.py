@@ -81,4 +81,65 @@ def offset_mapping_validate(files: Sequence[str], template_engine: bool) -> None
     click.echo(render_effective(cfg), nl=False)
 
 
+@offset_mapping.command("translate-checkpoint")
+@FILES
+@click.option(
+    "--spark",
+    "checkpoint",
+    required=True,
+    metavar="PATH",
+    type=click.Path(file_okay=False),
+    help="The checkpoint directory of a Structured Streaming query that read the source "
+    "(a local path: copy one from HDFS or object storage first).",
+)
+@click.option(
+    "--to",
+    metavar="DIR",
+    type=click.Path(file_okay=False),
+    help="Write the translated checkpoint here (a new or empty directory).",
+)
+@click.option(
+    "--yes",
+    "in_place",
+    is_flag=True,
+    help="Translate PATH in place (the replaced files are kept in PATH/k2k-original-offsets).",
+)
+@click.option("-v", "--verbose", count=True, help="-v k2k's INFO lines, -vv DEBUG.")
+@TEMPLATE_ENGINE
+@one_line_errors
+def offset_mapping_translate_checkpoint(
+    files: Sequence[str],
+    checkpoint: str,
+    to: str | None,
+    in_place: bool,
+    verbose: int,
+    template_engine: bool,
+) -> None:
+    """Make a Structured Streaming checkpoint read the target where it left the source.
+
+    Translates the Kafka positions a restarted query reads (the newest batch's offsets, and
+    the batch before when the newest did not commit): unchanged on partitions copied with
+    offsets: identical, through the pipeline's offset mappings elsewhere, topics renamed as
+    the pipeline routes them. Reads only the target cluster. Without --to or --yes, prints
+    the translation and writes nothing (docs/offset-mapping.md#structured-streaming).
+    """
+    from pathlib import Path
+
+    from k2k.config import load_pipeline
+    from k2k.errors import ConfigError
+    from k2k.offsetmapping.spark_failover import translate_checkpoint
+
+    setup_logging(verbose)
+    if to is not None and in_place:
+        raise ConfigError("--to and --yes: both given; expected one (a copy, or in place)")
+    cfg = load_pipeline(list(files), templates=template_engine)
+    report = translate_checkpoint(cfg, Path(checkpoint), Path(to) if to else None, in_place)
+    for line in report.lines():
+        click.echo(line)
+    if report.written is None:
+        click.echo("nothing written: --to DIR writes a translated copy, --yes translates in place")
+    else:
+        click.echo(f"translated checkpoint written to {report.written}")
+
+
 offset_mapping.add_command(offset_mapping_report)
