@@ -17,6 +17,7 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from tests.helpers.groups import failover_reads
 from tests.helpers.kafka import (
     create_topic,
     end_offsets,
@@ -34,6 +35,12 @@ from tests.helpers.pipelines import (
     write_pipeline,
 )
 from tests.helpers.procs import K2KProcess
+from tests.integration.test_offset_mapping_app import (
+    app_config,
+    cli_once,
+    commit_source,
+    target_commits,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -201,6 +208,17 @@ def test_map_goes_on_past_a_source_gap_through_offset_mappings(clusters, tmp_pat
     assert [int(dict(r.headers)["k2k_offset"]) for r in dst] == [r.offset for r in src]
     progress = latest_progress(clusters.target, doc)[(t, 0)]
     assert (progress.offset, progress.mapped_from) == (111, marker)
+    # Groups fail over exactly: unchanged below the marker, through the mappings past it.
+    positions = {"identical": 30, "at-marker": marker, "mapped": 80}
+    groups = {kind: f"{doc['name']}-{kind}" for kind in positions}
+    for kind, position in positions.items():
+        commit_source(clusters, groups[kind], {(t, 0): position})
+    app = app_config(clusters, doc["name"], doc["offsetMapping"]["topic"], list(groups.values()))
+    assert cli_once(tmp_path, app).returncode == 0
+    expected = {"identical": 30, "at-marker": marker, "mapped": 79}
+    for kind, group in groups.items():
+        assert target_commits(clusters, group) == {(t, 0): expected[kind]}, kind
+        assert failover_reads(clusters, group, {(t, 0): positions[kind]}, str)[1:] == (0, 0)
 
 
 def test_a_foreign_write_on_an_identical_target_partition_stops_the_copy(
