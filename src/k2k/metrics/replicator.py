@@ -56,8 +56,10 @@ class ReplicatorMetrics:
         mode: str,
         stats: PipelineStats,
         ages: OldestUnreplicated | None,
+        identical: bool = False,
     ) -> None:
         self.telemetry = telemetry
+        self.identical = identical
         self.pipeline = pipeline
         self.mode = mode
         self.stats = stats
@@ -147,6 +149,19 @@ class ReplicatorMetrics:
         m.create_observable_gauge(
             p + "partitions.owned", [self._owned], "{partition}", "Partitions this instance copies"
         )
+        if self.identical:
+            m.create_observable_gauge(
+                p + "partitions.not_identical",
+                [self._not_identical],
+                "{partition}",
+                "offsets: identical: partitions whose identity ended (onOffsetGap: map)",
+            )
+            m.create_observable_gauge(
+                p + "replication.identity.ended.offset",
+                [self._identity_ended],
+                "{offset}",
+                "offsets: identical: the source offset where a partition's identity ended",
+            )
 
     # -- from runners --------------------------------------------------------------------
 
@@ -248,6 +263,13 @@ class ReplicatorMetrics:
             if (topic, partition) in committed:
                 yield Observation(committed[(topic, partition)], self._tp(topic, partition))
 
+    def _not_identical(self, _options: CallbackOptions) -> Iterable[Observation]:
+        yield Observation(len(self.stats.planning.mapped_from), self._base)
+
+    def _identity_ended(self, _options: CallbackOptions) -> Iterable[Observation]:
+        for (topic, partition), offset in dict(self.stats.planning.mapped_from).items():
+            yield Observation(offset, self._tp(topic, partition))
+
     def _owned(self, _options: CallbackOptions) -> Iterable[Observation]:
         yield Observation(len(self.stats.lag_by_partition()), self._base)
 
@@ -288,4 +310,5 @@ def replicator_metrics(
         mode="exactly-once" if cfg.features.exactly_once else "at-least-once",
         stats=stats,
         ages=ages,
+        identical=cfg.replication.sink.offsets.identical,
     )

@@ -31,6 +31,8 @@ class PlanningView(Protocol):
     def latest(self) -> Mapping[TP, int]: ...
     @property
     def ends(self) -> Mapping[TP, int] | None: ...
+    @property
+    def mapped_from(self) -> Mapping[TP, int]: ...
 
 
 class _NotPlanned:
@@ -39,6 +41,7 @@ class _NotPlanned:
     committed: Mapping[TP, int] = MappingProxyType({})
     latest: Mapping[TP, int] = MappingProxyType({})
     ends: Mapping[TP, int] | None = None
+    mapped_from: Mapping[TP, int] = MappingProxyType({})
 
 
 @dataclass

@@ -118,6 +118,31 @@ def test_gauges_read_the_planners_view():
     metrics.close()
 
 
+def test_partitions_whose_identical_offsets_ended_are_reported():
+    from k2k.formats import ProgressRecord
+
+    planning = PlanningState()
+    ended = ProgressRecord("g", "t", 1, 90, "p", 0, mapped_from=60)
+    planning.take_progress([ProgressRecord("g", "t", 0, 40, "p", 0), ended])
+    telemetry = _InMemory()
+    metrics = ReplicatorMetrics(
+        telemetry,  # type: ignore[arg-type]
+        prefix="k2k.",
+        pipeline="dr",
+        mode="at-least-once",
+        stats=PipelineStats(planning=planning),
+        ages=None,
+        identical=True,
+    )
+    assert [p.value for p in telemetry.points("k2k.partitions.not_identical")] == [1]
+    (offset,) = telemetry.points("k2k.replication.identity.ended.offset")
+    assert (offset.attributes["partition"], offset.value) == (1, 60)
+    # Reset and copied afresh: its newest progress is identical again.
+    planning.take_progress([ProgressRecord("g", "t", 1, 95, "p", 0)])
+    assert [p.value for p in telemetry.points("k2k.partitions.not_identical")] == [0]
+    metrics.close()
+
+
 def test_faults_and_fencings_are_counted_by_class():
     metrics, telemetry = _metrics()
     failed = RunnerSummary(0, error="boom", error_class="ReplicationError")

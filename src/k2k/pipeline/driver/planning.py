@@ -50,7 +50,9 @@ class PlanningState:
     ``committed``: the committed progress per source partition (this member's and, from
     the commit topic's tail, every other member's); ``latest``: the source's latest offsets
     of the partitions in the current lease; ``ends``: the end offsets captured at start
-    with ``--until-caught-up`` (None otherwise).
+    with ``--until-caught-up`` (None otherwise); ``mapped_from``: ``offsets: identical``,
+    where each partition whose identity ended stopped being identical (its progress's
+    ``mappedFrom``).
 
     >>> from k2k.formats import ProgressRecord
     >>> from k2k.pipeline.plan import PartitionRange
@@ -67,6 +69,7 @@ class PlanningState:
     committed: dict[TP, int] = field(default_factory=dict)
     latest: dict[TP, int] = field(default_factory=dict)
     ends: dict[TP, int] | None = None
+    mapped_from: dict[TP, int] = field(default_factory=dict)
 
     def discover(self, discovery: Discovery) -> int:
         """One pass of topic discovery by this state; returns how many source topics are
@@ -98,7 +101,17 @@ class PlanningState:
         already seen changes nothing."""
         for rec in records:
             tp = (rec.topic, rec.partition)
+            if rec.offset >= self.committed.get(tp, 0):
+                self.take_identity(tp, rec)
             self.committed[tp] = max(self.committed.get(tp, 0), rec.offset)
+
+    def take_identity(self, tp: TP, rec: ProgressRecord) -> None:
+        """Whether ``tp``'s newest progress says its identical offsets ended (a reset
+        partition copied afresh is identical again)."""
+        if rec.mapped_from is None:
+            self.mapped_from.pop(tp, None)
+        else:
+            self.mapped_from[tp] = rec.mapped_from
 
     def left_to_others(self, ranges: Iterable[PartitionRange]) -> list[PartitionRange]:
         """``--until-caught-up``: of ``ranges`` (none of them this member's), those whose

@@ -235,6 +235,8 @@ def _load_progress(
     stack.callback(progress.close)
     log.info("reading committed progress from %s", commit.topic)
     committed = progress.load()
+    for tp, rec in committed.items():
+        planning.take_identity(tp, rec)
     planning.positions.load(
         {tp: rec.offset for tp, rec in committed.items()},
         {tp: rec.topic_id for tp, rec in committed.items()},
