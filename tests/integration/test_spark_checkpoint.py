@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -141,7 +142,21 @@ def test_a_structured_streaming_query_moves_to_the_target_with_its_translated_ch
     for p, recs in source.items():
         after = [r.offset for r in recs if int(r.value[1:]) >= BEFORE]
         assert [r["offset"] for r in read_after[(PREFIX + dense, p)]] == after
-    # The source checkpoint is untouched; the translated one cannot be translated again.
+    # In place (--yes) writes the same files, and keeps the ones it replaced.
+    in_place = tmp_path / "checkpoint-in-place"
+    shutil.copytree(checkpoint, in_place)
+    done = k2k_cli(
+        "offset-mapping", "translate-checkpoint", "-f", str(path), "--spark", str(in_place), "--yes"
+    )
+    assert done.returncode == 0, done.stderr
+    for f in (checkpoint / "offsets").iterdir():
+        assert (in_place / "offsets" / f.name).read_bytes() == (
+            moved / "offsets" / f.name
+        ).read_bytes()
+        if not f.name.startswith("."):
+            kept = in_place / "k2k-original-offsets" / f.name
+            assert kept.read_bytes() == f.read_bytes()
+    # The translated checkpoints cannot be translated again.
     again = k2k_cli(
         "offset-mapping", "translate-checkpoint", "-f", str(path), "--spark", str(moved), "--yes"
     )
