@@ -19,6 +19,7 @@ __all__ = [
     "FILES",
     "FILES_OR_MM2",
     "MM2",
+    "SKIP_TRANSFORMS",
     "TELEMETRY",
     "check_telemetry_environment",
     "clusters_list",
@@ -52,6 +53,15 @@ MM2 = click.option(
     type=click.Path(dir_okay=False),
     help="A MirrorMaker 2 dedicated-mode properties file instead of -f: one pipeline per "
     "enabled flow A->B (docs/mm2.md#k2k-start---mm2).",
+)
+SKIP_TRANSFORMS = click.option(
+    "--skip-unsupported-transforms",
+    "skip_transforms",
+    is_flag=True,
+    help="With --mm2: run a file whose flows declare Connect transforms or predicates, "
+    "which k2k cannot run, copying every record unchanged (one warning per transform). "
+    "Without it such a file is refused: a filter or mask left out copies what it was "
+    "meant to stop.",
 )
 CLUSTERS = click.option(
     "--clusters",

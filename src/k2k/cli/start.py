@@ -16,7 +16,15 @@ import click
 
 from k2k.cli.errorboundary import one_line_errors
 from k2k.cli.logsetup import setup_logging
-from k2k.cli.options import CLUSTERS, FILES_OR_MM2, MM2, TELEMETRY, clusters_list, one_source
+from k2k.cli.options import (
+    CLUSTERS,
+    FILES_OR_MM2,
+    MM2,
+    SKIP_TRANSFORMS,
+    TELEMETRY,
+    clusters_list,
+    one_source,
+)
 from k2k.cli.signals import on_stop_signals, stop_then_exit
 from k2k.cli.termination import TEMPLATE_ENGINE, termination_log
 from k2k.spark.session import LOG_LEVEL_KEY, LOG_LEVELS
@@ -31,6 +39,7 @@ __all__ = ["start"]
 @FILES_OR_MM2
 @MM2
 @CLUSTERS
+@SKIP_TRANSFORMS
 @click.option("--mm2-flow", hidden=True, metavar="A->B")
 @click.option(
     "--until-caught-up",
@@ -84,6 +93,7 @@ def start(
     files: Sequence[str],
     mm2_file: str | None,
     clusters: str | None,
+    skip_transforms: bool,
     mm2_flow: str | None,
     until_caught_up: bool,
     instance: str | None,
@@ -122,7 +132,11 @@ def start(
     else:
         engine = "enabled" if template_engine else "disabled"
         passthrough = [*options.passthrough(), *["-v"] * verbose, "-g", engine]
-        picked = _mm2_pipeline(mm2_file, clusters, mm2_flow, template_engine, passthrough)
+        if skip_transforms:
+            passthrough.append("--skip-unsupported-transforms")
+        picked = _mm2_pipeline(
+            mm2_file, clusters, mm2_flow, template_engine, passthrough, skip_transforms
+        )
         if picked is None:
             return
         cfg = picked
@@ -175,6 +189,7 @@ def _mm2_pipeline(
     mm2_flow: str | None,
     template_engine: bool,
     passthrough: list[str],
+    skip_transforms: bool,
 ) -> PipelineConfig | None:
     """The one flow's pipeline to run here, or None once several flows ran as children."""
     from pathlib import Path
@@ -182,7 +197,7 @@ def _mm2_pipeline(
     from k2k.cli.mm2flows import run_flow_processes
     from k2k.config.mm2 import all_notes, flow_config, read_mm2
 
-    mm2 = read_mm2(Path(mm2_file), clusters_list(clusters))
+    mm2 = read_mm2(Path(mm2_file), clusters_list(clusters), skip_transforms=skip_transforms)
     flows = [f for f in mm2.flows if mm2_flow is None or f.label == mm2_flow]
     if not flows:
         raise click.BadParameter(f"no enabled flow {mm2_flow}", param_hint="'--mm2-flow'")

@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING
 import click
 
 from k2k.cli.errorboundary import one_line_errors
-from k2k.cli.options import CLUSTERS, FILES_OR_MM2, MM2, clusters_list, one_source
+from k2k.cli.options import (
+    CLUSTERS,
+    FILES_OR_MM2,
+    MM2,
+    SKIP_TRANSFORMS,
+    clusters_list,
+    one_source,
+)
 from k2k.cli.termination import TEMPLATE_ENGINE
 
 if TYPE_CHECKING:
@@ -21,6 +28,7 @@ __all__ = ["validate"]
 @FILES_OR_MM2
 @MM2
 @CLUSTERS
+@SKIP_TRANSFORMS
 @click.option(
     "--check",
     is_flag=True,
@@ -40,6 +48,7 @@ def validate(
     files: Sequence[str],
     mm2_file: str | None,
     clusters: str | None,
+    skip_transforms: bool,
     check: bool,
     reverse: bool,
     template_engine: bool,
@@ -59,7 +68,7 @@ def validate(
     if mm2_file is not None:
         if check:
             raise click.UsageError("--check takes -f files: print them with --mm2 first")
-        _print_mm2(mm2_file, clusters, template_engine)
+        _print_mm2(mm2_file, clusters, template_engine, skip_transforms)
         return
     cfg = load_pipeline(list(files), templates=template_engine)
     if reverse:
@@ -82,13 +91,15 @@ def validate(
         raise ClusterError(failed)
 
 
-def _print_mm2(mm2_file: str, clusters: str | None, template_engine: bool) -> None:
+def _print_mm2(
+    mm2_file: str, clusters: str | None, template_engine: bool, skip_transforms: bool
+) -> None:
     """Print the flows of an MM2 file as K2K-layout YAML, each validated first."""
     from pathlib import Path
 
     from k2k.config.mm2 import flow_config, read_mm2, render_flows
 
-    mm2 = read_mm2(Path(mm2_file), clusters_list(clusters))
+    mm2 = read_mm2(Path(mm2_file), clusters_list(clusters), skip_transforms=skip_transforms)
     for flow in mm2.flows:
         flow_config(mm2, flow, templates=template_engine)
     click.echo(render_flows(mm2), nl=False)

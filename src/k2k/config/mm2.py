@@ -62,6 +62,24 @@ def _enabled_flows(
     return flows
 
 
+def _transforms(props: Mapping[str, str]) -> list[str]:
+    """Each transform and predicate the file declares (at the top or for a flow), as
+    ``key: name (class)``.
+
+    >>> _transforms({"transforms": "mask", "transforms.mask.type": "MaskField$Value",
+    ...              "A->B.predicates": "p", "A->B.predicates.p.type": "HasHeaderKey"})
+    ['transforms: mask (MaskField$Value)', 'A->B.predicates: p (HasHeaderKey)']
+    """
+    found = []
+    for key, value in props.items():
+        if key.rpartition(".")[2] not in ("transforms", "predicates"):
+            continue
+        for name in parse_list(value):
+            kind = props.get(f"{key}.{name}.type", "no type given")
+            found.append(f"{key}: {name} ({kind})")
+    return found
+
+
 def _provider_references(props: Mapping[str, str], problems: list[str]) -> None:
     """MM2's ``${provider:path:key}`` references other than ``${env:NAME}`` (which k2k's own
     placeholders resolve the same way) cannot be resolved: refuse them."""
@@ -98,12 +116,24 @@ def _file_notes(props: Mapping[str, str], aliases: Sequence[str], used: set[str]
     return notes
 
 
-def read_mm2(path: Path, clusters: Sequence[str] | None = None) -> MM2File:
+def read_mm2(
+    path: Path, clusters: Sequence[str] | None = None, *, skip_transforms: bool = False
+) -> MM2File:
     """The flows of the MM2 file at ``path``, limited to targets in ``clusters`` when given.
 
-    Raises ConfigError with one line per bad property, each naming the file and property.
+    Raises ConfigError with one line per bad property, each naming the file and property;
+    one line for Connect transforms or predicates, which k2k cannot run, unless
+    ``skip_transforms`` (then each is noted as not applied).
     """
     props = read_properties(path)
+    declared = _transforms(props)
+    if declared and not skip_transforms:
+        raise ConfigError(
+            f"{path}: {'; '.join(declared)}: Connect transforms and predicates cannot run in "
+            "k2k, and without them records would be copied unfiltered and unmasked; expected "
+            "a file without them, or --skip-unsupported-transforms to copy every record "
+            "unchanged"
+        )
     problems: list[str] = []
     aliases = parse_list(props.get("clusters", ""))
     if not aliases:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["SOURCE_PRODUCER", "Note", "advice_for", "unknown_advice"]
+__all__ = ["SOURCE_PRODUCER", "Note", "advice_for", "is_transform_key", "unknown_advice"]
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,21 @@ def _is_worker_key(key: str) -> bool:
     return key.startswith(_WORKER_PREFIXES)
 
 
+#: What a Connect transform or predicate property says once the user chose to run anyway.
+TRANSFORM_SKIPPED = (
+    "NOT applied (--skip-unsupported-transforms): every record is copied unchanged, unfiltered "
+    "and unmasked"
+)
+
+
+def is_transform_key(key: str) -> bool:
+    """A Connect transform or predicate property (``transforms``, ``predicates.p1.type``)."""
+    return key in ("transforms", "predicates") or key.startswith(("transforms.", "predicates."))
+
+
 def _advice(key: str) -> str | None:
+    if is_transform_key(key):
+        return TRANSFORM_SKIPPED
     for name, advice in _CONNECTOR_ADVICE.items():
         if key == name or (name == "config.providers" and key.startswith(name)):
             return advice

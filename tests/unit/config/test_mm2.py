@@ -290,3 +290,57 @@ def test_bench_files_give_yaml_k2k_validate_accepts(tmp_path: Path, name: str) -
     )
     assert checked.returncode == 0, checked.stderr
     assert flow_config(read_mm2(path), read_mm2(path).flows[0]).name == "mm2-mm7-tgt"
+
+
+TRANSFORMS = (
+    "transforms = dropTest, mask\n"
+    "transforms.dropTest.type = org.apache.kafka.connect.transforms.Filter\n"
+    "transforms.dropTest.predicate = isTest\n"
+    "transforms.mask.type = org.apache.kafka.connect.transforms.MaskField$Value\n"
+    "transforms.mask.fields = ssn\n"
+    "A->B.predicates = isTest\n"
+    "A->B.predicates.isTest.type = org.apache.kafka.connect.transforms.predicates."
+    "TopicNameMatches\n"
+)
+
+
+@pytest.mark.parametrize("command", ["validate", "start"])
+def test_transforms_are_refused_in_one_line_rather_than_left_out(
+    tmp_path: Path, command: str
+) -> None:
+    """A filter or a mask k2k cannot run would copy what it was meant to stop: refused
+    before anything connects, naming every transform and predicate and the way out."""
+    path = _write(tmp_path, BASE + TRANSFORMS)
+    done = subprocess.run([*K2K, command, "--mm2", str(path)], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"error: {path}: transforms: dropTest (org.apache.kafka.connect.transforms.Filter); "
+        "transforms: mask (org.apache.kafka.connect.transforms.MaskField$Value); "
+        "A->B.predicates: isTest (org.apache.kafka.connect.transforms.predicates."
+        "TopicNameMatches): Connect transforms and predicates cannot run in k2k, and without "
+        "them records would be copied unfiltered and unmasked; expected a file without them, "
+        "or --skip-unsupported-transforms to copy every record unchanged\n"
+    )
+
+
+def test_transforms_skipped_on_request_are_each_noted_as_not_applied(tmp_path: Path) -> None:
+    mm2 = read_mm2(_write(tmp_path, BASE + TRANSFORMS), skip_transforms=True)
+    notes = [line for line in all_notes(mm2) if "NOT applied" in line]
+    keys = {re.search(r"(\S+): NOT applied", line).group(1) for line in notes}  # type: ignore[union-attr]
+    assert keys == {
+        "transforms",
+        "transforms.dropTest.type",
+        "transforms.dropTest.predicate",
+        "transforms.mask.type",
+        "transforms.mask.fields",
+        "A->B.predicates",
+        "A->B.predicates.isTest.type",
+    }
+    path = tmp_path / "mm2.properties"
+    done = subprocess.run(
+        [*K2K, "validate", "--mm2", str(path), "--skip-unsupported-transforms"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "#   transforms.mask.type: NOT applied (--skip-unsupported-transforms)" in done.stdout
