@@ -288,3 +288,53 @@ def test_a_route_into_the_heartbeats_topic_is_refused_when_heartbeats_are_emitte
         "features.heartbeats writes k2k's own heartbeats, so its offsets cannot stay "
         "identical; route it elsewhere, exclude it, or disable features.heartbeats"
     ], result.stderr
+
+
+@pytest.mark.parametrize("on_gap", ["fail", "map"])
+def test_a_transaction_arriving_mid_copy(clusters, tmp_path, topic_name, on_gap):
+    """A running ``k2k start`` meets a source transaction: under ``fail`` it stops with one
+    line naming the offset, before writing past it; under ``map`` it goes on, and a group
+    positioned past the transaction fails over exactly through the mappings."""
+    t = topic_name(f"identlive{on_gap}")
+    create_topic(clusters.source, t, 1)
+    produce(clusters.source, t, [(0, b"a%d" % i, b"x", [], BASE_TS + i) for i in range(50)])
+    doc = _identical(clusters, topic_name(f"pidentlive{on_gap}"), t)
+    if on_gap == "map":
+        doc["errorHandling"] = {"onOffsetGap": "map"}
+        doc["features"]["offsetMapping"] = "enabled"
+        doc["offsetMapping"] = {"topic": f"__k2k_offset_mappings-{doc['name']}"}
+    proc = K2KProcess(write_pipeline(tmp_path, doc), tmp_path / "live.log")
+    try:
+        eventually(lambda: end_offsets(clusters.target, t).get(0), expected=50, timeout=120)
+        produce_transaction(
+            clusters.source, t, [(0, b"t%d" % i, b"x", [], BASE_TS + i) for i in range(10)]
+        )  # records 50..59, its commit marker at 60
+        produce(clusters.source, t, [(0, b"b%d" % i, b"x", [], BASE_TS + i) for i in range(50)])
+        if on_gap == "fail":
+            proc.proc.wait(120)
+        else:
+            eventually(lambda: end_offsets(clusters.target, t).get(0), expected=110, timeout=120)
+            eventually(
+                lambda: latest_progress(clusters.target, doc)[(t, 0)].mapped_from,
+                expected=60,
+                timeout=60,
+            )
+    finally:
+        if proc.proc.poll() is None:
+            proc.kill()
+    src = read_all(clusters.source, t)[0]
+    dst = read_all(clusters.target, t)[0]
+    if on_gap == "fail":
+        errors = [ln for ln in proc.output().splitlines() if ln.startswith("error:")]
+        assert proc.proc.returncode != 0 and len(errors) == 1, proc.output()[-3000:]
+        assert f"{t}[0]: source offsets jump from 60 to 61" in errors[0]
+        assert len(dst) <= 60  # nothing from the gap on
+        assert [int(dict(r.headers)["k2k_offset"]) for r in dst] == [r.offset for r in dst]
+        return
+    assert [(r.key, r.value) for r in dst] == [(r.key, r.value) for r in src]
+    group = f"{doc['name']}-group"
+    commit_source(clusters, group, {(t, 0): 80})
+    app = app_config(clusters, doc["name"], doc["offsetMapping"]["topic"], [group])
+    assert cli_once(tmp_path, app).returncode == 0
+    assert target_commits(clusters, group) == {(t, 0): 79}
+    assert failover_reads(clusters, group, {(t, 0): 80}, str)[1:] == (0, 0)
