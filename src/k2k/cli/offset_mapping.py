@@ -127,7 +127,7 @@ def offset_mapping_translate_checkpoint(
 
     from k2k.config import load_pipeline
     from k2k.errors import ConfigError
-    from k2k.offsetmapping.spark_failover import translate_checkpoint
+    from k2k.migration.spark_failover import translate_checkpoint
 
     setup_logging(verbose)
     if to is not None and in_place:

@@ -1,8 +1,8 @@
 """``k2k offset-mapping translate-checkpoint``: a Structured Streaming query's checkpoint made
 to read the target where it stopped reading the source.
 
-The files a restart reads (:func:`~k2k.offsetmapping.sparklog.files_to_translate`) get every
-Kafka source's positions translated (:class:`~k2k.offsetmapping.positions.PositionTranslator`),
+The files a restart reads (:func:`~k2k.migration.sparklog.files_to_translate`) get every
+Kafka source's positions translated (:class:`~k2k.migration.positions.PositionTranslator`),
 in a copy of the checkpoint or in place. A marker file, ``k2k-translated.json``, makes a
 second translation of the same checkpoint an error: its positions are target positions
 already.
@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 from k2k.errors import ConfigError, OffsetMappingError
 from k2k.kafka import TP
-from k2k.offsetmapping.positions import Moved, PositionTranslator
-from k2k.offsetmapping.sparklog import OffsetFile, files_to_translate, write_with_checksum
+from k2k.migration.positions import Moved, PositionTranslator
+from k2k.migration.sparklog import OffsetFile, files_to_translate, write_with_checksum
 
 if TYPE_CHECKING:
     from k2k.config import PipelineConfig

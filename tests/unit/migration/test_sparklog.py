@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from k2k.errors import ConfigError
-from k2k.offsetmapping.sparklog import files_to_translate, write_with_checksum
+from k2k.migration.sparklog import files_to_translate, write_with_checksum
 
 META = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}'
 
