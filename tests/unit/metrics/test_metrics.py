@@ -57,7 +57,9 @@ class _InMemory:
         ]
 
 
-def _metrics(stats: PipelineStats | None = None) -> tuple[ReplicatorMetrics, _InMemory]:
+def _metrics(
+    stats: PipelineStats | None = None, identical: bool = False
+) -> tuple[ReplicatorMetrics, _InMemory]:
     telemetry = _InMemory()
     metrics = ReplicatorMetrics(
         telemetry,  # type: ignore[arg-type]
@@ -66,6 +68,7 @@ def _metrics(stats: PipelineStats | None = None) -> tuple[ReplicatorMetrics, _In
         mode="at-least-once",
         stats=stats or PipelineStats(),
         ages=None,
+        identical=identical,
     )
     return metrics, telemetry
 
@@ -124,16 +127,7 @@ def test_partitions_whose_identical_offsets_ended_are_reported():
     planning = PlanningState()
     ended = ProgressRecord("g", "t", 1, 90, "p", 0, mapped_from=60)
     planning.take_progress([ProgressRecord("g", "t", 0, 40, "p", 0), ended])
-    telemetry = _InMemory()
-    metrics = ReplicatorMetrics(
-        telemetry,  # type: ignore[arg-type]
-        prefix="k2k.",
-        pipeline="dr",
-        mode="at-least-once",
-        stats=PipelineStats(planning=planning),
-        ages=None,
-        identical=True,
-    )
+    metrics, telemetry = _metrics(PipelineStats(planning=planning), identical=True)
     assert [p.value for p in telemetry.points("k2k.partitions.not_identical")] == [1]
     (offset,) = telemetry.points("k2k.replication.identity.ended.offset")
     assert (offset.attributes["partition"], offset.value) == (1, 60)
