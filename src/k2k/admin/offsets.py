@@ -512,7 +512,7 @@ class _ProgressWriter:
         since (it owns it now)."""
         cfg = self.cfg
         lost = lost_claims(
-            cfg.target_client("consumer"),
+            cfg.control_consumer(),
             cfg.coordination.assignment.topic,
             self.assignment_partitions,
             cfg.commit_group,

@@ -153,7 +153,7 @@ class PipelineReader:
         if topic not in self.target_topics():
             return {}
         store = ProgressStore(
-            cfg.target_client("consumer"),
+            cfg.control_consumer(),
             topic,
             cfg.commit_group,
             sync_timeout_s=self.sync_timeout_s,
@@ -186,7 +186,7 @@ class PipelineReader:
                 view.apply(read[1], m.timestamp()[1])
 
         read_to_end(
-            cfg.target_client("consumer"),
+            cfg.control_consumer(),
             topic,
             range(info.partitions),
             take,

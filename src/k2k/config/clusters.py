@@ -6,7 +6,7 @@ only hold them per role and hand out librdkafka properties through ``client(role
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Annotated, Any, ClassVar
 
@@ -108,13 +108,16 @@ class _Cluster(K2KModel):
     def _layers(self, role: str) -> list[tuple[str, clients.Properties]]:
         return [("common", self.kafka.common), (role, getattr(self.kafka, role))]
 
-    def client(self, role: str) -> dict[str, str]:
-        """A new dict of librdkafka properties for ``role``: common merged with the role's map."""
+    def client(
+        self, role: str, over: Sequence[tuple[str, clients.Properties]] = ()
+    ) -> dict[str, str]:
+        """A new dict of librdkafka properties for ``role``: common merged with the role's map,
+        then with the maps of ``over`` (named layers such as another section's properties)."""
         if role not in self.ROLES:
             raise ValueError(
                 f"unknown {self.CLUSTER} client role {role!r}; expected one of {self.ROLES}"
             )
-        props, problems = clients.translate(self._layers(role))
+        props, problems = clients.translate([*self._layers(role), *over])
         if problems:  # pragma: no cover - validation refused these already
             raise ConfigError(
                 [f"{self.CLUSTER}.kafka.{'.'.join(map(str, p))}: {t}" for p, t in problems]

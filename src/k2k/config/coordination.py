@@ -110,12 +110,13 @@ class CoordinationKafka(K2KModel):
 
     charset: str = Field(
         "UTF-8",
-        description="Accepted for K2K compatibility; k2k writes its control records in UTF-8.",
+        description="The control records' character set: UTF-8 only (any spelling), which k2k "
+        "writes and reads them in; another one is refused rather than ignored.",
     )
     consumer: KafkaProperties = Field(
         default_factory=dict,
-        description="Accepted for K2K compatibility and checked like other property maps; the "
-        "control consumers use `target.kafka.consumer`.",
+        description="Properties of the consumers reading the control topics (progress, "
+        "assignment, offset mappings, checkpoints), over `target.kafka.consumer`.",
     )
     commit: Annotated[CommitSettings | None, FieldDoc("mapping", "a mapping")] = Field(
         None, description=_SAME_KEYS_COMMIT
@@ -128,11 +129,14 @@ class CoordinationKafka(K2KModel):
     @classmethod
     def _known_charset(cls, value: str) -> str:
         try:
-            codecs.lookup(value)
+            name = codecs.lookup(value).name
         except LookupError:
+            name = None
+        if name != "utf-8":
+            what = "unknown charset" if name is None else "unsupported charset"
             raise problems_error(
-                [((), describe("unknown charset", got=value, expected="UTF-8"))]
-            ) from None
+                [((), describe(what, got=value, expected="UTF-8 (k2k's control records)"))]
+            )
         return value
 
     @field_validator("consumer", mode="before")

@@ -372,3 +372,9 @@ class PipelineConfig(K2KModel):
     def target_client(self, role: str) -> dict[str, str]:
         """librdkafka properties for a target client: ``producer``, ``consumer`` or ``admin``."""
         return self.target.client(role)
+
+    def control_consumer(self) -> dict[str, str]:
+        """librdkafka properties for the readers of the control topics (progress, assignment,
+        offset mappings): the target's consumer, with ``coordination.kafka.consumer`` over it."""
+        own = self.coordination.kafka.consumer
+        return self.target.client("consumer", [("coordination.kafka.consumer", own)])

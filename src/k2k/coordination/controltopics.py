@@ -90,7 +90,7 @@ def assignment_member(
     commit, assign = cfg.coordination.commit, cfg.coordination.assignment
     return Assignment(
         producer_conf=producer_settings(cfg.target_client("producer"), False, exactly_once=True),
-        consumer_conf=cfg.target_client("consumer"),
+        consumer_conf=cfg.control_consumer(),
         topic=assign.topic,
         partitions=partitions,
         group=cfg.commit_group,

@@ -140,7 +140,7 @@ class Cutover:
     def mappings(self) -> MappingStore:
         if self._store is None:
             self._store = MappingStore(
-                self.cfg.target_client("consumer"), self.cfg.offset_mapping.topic, self.timeout_s
+                self.cfg.control_consumer(), self.cfg.offset_mapping.topic, self.timeout_s
             )
         self._store.catch_up()
         return self._store

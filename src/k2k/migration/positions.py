@@ -124,7 +124,7 @@ class PositionTranslator:
     def _mapped(self, positions: dict[TP, int]) -> dict[TP, Moved]:
         if self._store is None:
             self._store = MappingStore(
-                self.cfg.target_client("consumer"), self.cfg.offset_mapping.topic, self._timeout_s
+                self.cfg.control_consumer(), self.cfg.offset_mapping.topic, self._timeout_s
             )
         self._store.catch_up()
         runs = RunReader(self.cfg.target_client("consumer"), self._timeout_s)

@@ -242,7 +242,7 @@ def _mapped_runs(
             )
 
     read_to_end(
-        cfg.target_client("consumer"),
+        cfg.control_consumer(),
         topic,
         None,
         take,

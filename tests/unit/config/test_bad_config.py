@@ -604,8 +604,15 @@ CASES = [
     ),
     pytest.param(
         {"coordination": {"kafka": {"charset": "klingon"}}},
-        "coordination.kafka.charset: unknown charset, got 'klingon'; expected UTF-8",
+        "coordination.kafka.charset: unknown charset, got 'klingon'; expected UTF-8 (k2k's "
+        "control records)",
         id="unknown-charset",
+    ),
+    pytest.param(
+        {"coordination": {"kafka": {"charset": "ISO-8859-1"}}},
+        "coordination.kafka.charset: unsupported charset, got 'ISO-8859-1'; expected UTF-8 "
+        "(k2k's control records)",
+        id="charset-other-than-utf-8",
     ),
     # --- identical offsets ----------------------------------------------------------------
     pytest.param(

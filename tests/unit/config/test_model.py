@@ -294,3 +294,27 @@ def test_excluded_listed_topics_need_no_map_entry(build: Any) -> None:
         }
     )
     assert not cfg.topic_selection().should_replicate("payments")
+
+
+def test_coordination_kafka_consumer_configures_the_control_readers(build: Any) -> None:
+    """``coordination.kafka.consumer`` (K2K's spelling) goes over ``target.kafka.consumer``
+    for the readers of the control topics, translated like any client map; the readers of
+    replicated data keep the target's own settings."""
+    cfg = build(
+        {
+            "target": {
+                "kafka": {
+                    "common": {"bootstrap.servers": "t:9092"},
+                    "consumer": {"fetch.max.wait.ms": "100", "client.id": "target-reader"},
+                }
+            },
+            "coordination": {
+                "kafka": {"consumer": {"fetch.max.wait.ms": "250", "receive.buffer.bytes": "-1"}}
+            },
+        }
+    )
+    control = cfg.control_consumer()
+    assert control["fetch.wait.max.ms"] == "250"
+    assert control["socket.receive.buffer.bytes"] == "0"  # the Java spelling, translated
+    assert control["client.id"] == "target-reader"
+    assert cfg.target_client("consumer")["fetch.wait.max.ms"] == "100"

@@ -84,7 +84,7 @@ def lease_template(
             partition_by_key=cfg.replication.sink.partition != "source",
             exactly_once=cfg.features.exactly_once,
         ),
-        control_consumer=cfg.target_client("consumer"),
+        control_consumer=cfg.control_consumer(),
     )
     return LeaseSpec(
         lease_id=0,

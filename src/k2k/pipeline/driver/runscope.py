@@ -225,7 +225,7 @@ def _load_progress(
     starts."""
     commit = cfg.coordination.commit
     progress = ProgressStore(
-        cfg.target_client("consumer"),
+        cfg.control_consumer(),
         commit.topic,
         cfg.commit_group,
         sync_timeout_s=commit.sync_timeout.total_seconds(),

@@ -82,11 +82,11 @@ class CheckpointEmitter:
             cfg.source.connect_timeout.total_seconds(), cfg.target.connect_timeout.total_seconds()
         )
         self.source = ClusterView.of(cfg.source)
-        consumer = cfg.target_client("consumer")
+        consumer = cfg.control_consumer()
         self._consumer_conf = consumer
         self._loaded = False
         self.store = MappingStore(consumer, cfg.offset_mapping.topic, self.timeout_s)
-        self.runs = RunReader(consumer, self.timeout_s)
+        self.runs = RunReader(cfg.target_client("consumer"), self.timeout_s)
         self._producer = build_producer(producer_settings(cfg.target_client("producer"), False))
         self.last = LastCheckpoints()
         self._stop = threading.Event()
