@@ -9,6 +9,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from k2k.config.base import K2KModel
+from k2k.config.fields import TopicName
 
 __all__ = [
     "AppMetricPrefixes",
@@ -24,9 +25,7 @@ _TELEMETRY = "Used with `-t/--telemetry`."
 class MetricsKafka(K2KModel):
     """The metrics topic on the target (``OTEL_METRICS_EXPORTER=kafka``)."""
 
-    # A plain string: K2K's reference file carries a placeholder here, and the name only
-    # matters to the kafka exporter, which checks it when it starts (check_topic_name).
-    topic: str = Field(
+    topic: TopicName = Field(
         "__k2k-metrics",
         description="Topic on the target that the `kafka` exporter writes to; auto-created, "
         "never compacted (creation settings: `topicCreation.control.metrics`). " + _TELEMETRY,

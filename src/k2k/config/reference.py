@@ -39,7 +39,10 @@ _HEADER = """\
      disagree. -->
 
 k2k reads the pipeline layout of Lenses K2K, so K2K users can bring their files unchanged
-(a `license` block is accepted and ignored). Check a file with `k2k validate -f pipeline.yaml`,
+(a `license` block is accepted and ignored). Every value is checked, topic names included:
+K2K's published reference example names its metrics topic `"<metrics topic>"`, a
+placeholder no topic can have, which is refused until a name replaces it. Check a file with
+`k2k validate -f pipeline.yaml`,
 which prints every problem at once, one line each, and the effective configuration.
 
 ## Conventions

@@ -12,11 +12,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from k2k.config import PipelineConfig
-from k2k.config.fields import check_topic_name
 from k2k.config.topics import TopicCreation
 from k2k.coordination.assignment import Assignment
 from k2k.coordination.topics import ensure_control_topic
-from k2k.errors import ConfigError
 from k2k.kafka.admin import ClusterView
 from k2k.kafka.factory import producer_settings
 
@@ -108,10 +106,7 @@ def ensure_metrics_topic(
 ) -> str:
     """Create or check the metrics topic of the ``kafka`` exporter (``metrics.kafka.topic``):
     always created when missing, since the operator asked for this exporter; never
-    compacted. Returns its name."""
-    problem = check_topic_name(name)
-    if problem is not None:
-        raise ConfigError(f"metrics.kafka.topic: {problem}")
+    compacted. Returns its name (checked as a topic name when the file was loaded)."""
     settings = creation.control.metrics()
     ensure_control_topic(
         target,

@@ -43,8 +43,21 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
     return path
 
 
-def test_the_k2k_reference_file_loads_unchanged() -> None:
-    cfg = load_pipeline([DATA / "k2k_reference.yaml"], env={})
+def test_the_k2k_reference_file_loads_once_its_placeholder_topic_is_named(
+    tmp_path: Path,
+) -> None:
+    """K2K's reference file as published, but for the one value that is a placeholder
+    rather than a setting (``metrics.kafka.topic: "<metrics topic>"``): refused in one line,
+    since no topic can have that name, and loaded once it names one."""
+    with pytest.raises(ConfigError) as refused:
+        load_pipeline([DATA / "k2k_reference.yaml"], env={})
+    assert refused.value.problems == [
+        "metrics.kafka.topic: invalid topic name, got '<metrics topic>'; expected a Kafka "
+        "topic name: 1 to 249 of a-z A-Z 0-9 . _ -, not '.' or '..'"
+    ]
+    named = write(tmp_path, "named.yaml", "metrics: {kafka: {topic: __k2k-metrics}}\n")
+    cfg = load_pipeline([DATA / "k2k_reference.yaml", named], env={})
+    assert cfg.metrics.kafka.topic == "__k2k-metrics"
     assert cfg.name == "my-pipeline"
     assert cfg.license is not None and cfg.license["acceptEula"] is True
     assert cfg.replication.source.topic == "prod.*"
