@@ -96,6 +96,22 @@ def test_control_topic_that_is_not_compacted(clusters, tmp_path, topic_name):
     _fails_with(tmp_path, doc, "cleanup.policy='delete'", "compact")
 
 
+def test_assignment_topic_created_without_the_brokers_clock(clusters, tmp_path, topic_name):
+    """Members' liveness compares assignment records' timestamps: a pre-created assignment
+    topic keeping producers' timestamps (CreateTime) is refused with the fix, not used."""
+    name = topic_name("pclock")
+    assignment = f"__k2k_assignment-{name}"
+    create_topic(clusters.target, assignment, 1, config={"cleanup.policy": "compact"})
+    doc = pipeline_dict(clusters, name, ["x"], coordination={"assignment": {"topic": assignment}})
+    _fails_with(
+        tmp_path,
+        doc,
+        f"control topic '{assignment}' (coordination.assignment.topic)",
+        "has message.timestamp.type='CreateTime'; expected 'LogAppendTime'",
+        f"--entity-name {assignment} --add-config message.timestamp.type=LogAppendTime",
+    )
+
+
 def test_listed_source_topic_that_does_not_exist(clusters, tmp_path, topic_name):
     t = topic_name("nosource")
     doc = pipeline_dict(clusters, topic_name("pnosrc"), [t])

@@ -117,8 +117,9 @@ class Features(K2KModel):
     )
     validate_control_topic_settings: Flag = Field(
         True,
-        description="Check at start that existing control topics are compacted; refuse to "
-        "start otherwise.",
+        description="Check at start that existing control topics are compacted (and the "
+        "assignment topic keeps the broker's clock, `message.timestamp.type=LogAppendTime`); "
+        "refuse to start otherwise.",
     )
     tracing_headers: Annotated[
         TracingToggles,

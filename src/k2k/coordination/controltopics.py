@@ -54,6 +54,7 @@ def ensure_control_topics(
             replication_factor=settings.replication_factor,
             configs={**settings.configs, **(extra or {})},
             policy="delete" if mapping else "compact",
+            must_have={key: (value, _BROKER_CLOCK_WHY) for key, value in (extra or {}).items()},
         )
 
     # Liveness compares assignment records' timestamps: they must be the broker's.
@@ -99,6 +100,12 @@ def assignment_member(
         sync_timeout_s=commit.sync_timeout.total_seconds(),
         on_bad_record=cfg.error_handling.on_control_message_deserialization_error,
     )
+
+
+_BROKER_CLOCK_WHY = (
+    "members' liveness compares the assignment records' timestamps, which must all be the "
+    "broker's clock"
+)
 
 
 def ensure_metrics_topic(

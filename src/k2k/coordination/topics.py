@@ -31,9 +31,11 @@ def ensure_control_topic(
     configs: Mapping[str, str],
     policy: str = "compact",
     why: str | None = None,
+    must_have: Mapping[str, tuple[str, str]] | None = None,
 ) -> int:
     """Make sure control topic ``name`` exists and its ``cleanup.policy`` includes
-    ``policy``; return its partition count.
+    ``policy``; return its partition count. ``must_have``: configs (name -> (value, why))
+    a topic that exists already must have too.
 
     Runs on: driver, once per start. ``key_path`` (e.g. ``coordination.commit.topic``) is
     named in errors so the operator knows which setting points at the topic.
@@ -51,12 +53,21 @@ def ensure_control_topic(
             name, partitions, replication_factor, {"cleanup.policy": policy, **configs}
         )
     if validate:
-        found = target.topic_config(name).get("cleanup.policy", "")
+        config = target.topic_config(name)
+        found = config.get("cleanup.policy", "")
         if policy not in found.replace(" ", "").split(","):
             raise TopicError(
                 f"control topic {name!r} ({key_path}) on the target cluster at "
                 f"{target.bootstrap} has cleanup.policy={found!r}; expected {policy!r} ({why})"
             )
+        for key, (value, reason) in (must_have or {}).items():
+            if config.get(key, "").lower() != value.lower():
+                raise TopicError(
+                    f"control topic {name!r} ({key_path}) on the target cluster at "
+                    f"{target.bootstrap} has {key}={config.get(key, '')!r}; expected "
+                    f"{value!r} ({reason}): set it with kafka-configs.sh --alter "
+                    f"--entity-type topics --entity-name {name} --add-config {key}={value}"
+                )
     return topics[name].partitions
 
 
