@@ -93,17 +93,38 @@ def _provider_references(props: Mapping[str, str], problems: list[str]) -> None:
                 )
 
 
-def _file_notes(props: Mapping[str, str], aliases: Sequence[str], used: set[str]) -> list[Note]:
-    """Every property no flow used or noted."""
+_OVERRIDDEN = (
+    "overridden: another spelling of the same setting wins for the flows that run "
+    "(MM2's precedence, docs/mm2.md#precedence)"
+)
+
+
+def _file_notes(
+    props: Mapping[str, str],
+    aliases: Sequence[str],
+    used: set[str],
+    running: Sequence[tuple[str, str]],
+) -> list[Note]:
+    """Every property no flow used or noted; ``running``: the flows that run."""
+    flows = {f"{s}->{t}" for s, t in running}
+    ends = {alias for flow in running for alias in flow}
     notes = []
     for key in props:
         if key in used or key == "clusters":
             continue
         head = key.split(".", 1)[0]
         if "->" in head:
-            advice = "a flow that does not run (not enabled, or left out by --clusters)"
-        elif any(key.startswith(f"{a}.") for a in aliases):
-            advice = "not used by the flows that run (k2k runs enabled flows only)"
+            advice = (
+                _OVERRIDDEN
+                if head in flows
+                else "a flow that does not run (not enabled, or left out by --clusters)"
+            )
+        elif head in aliases and "." in key:
+            advice = (
+                _OVERRIDDEN
+                if head in ends
+                else "not used by the flows that run (k2k runs enabled flows only)"
+            )
         elif key.startswith(("consumer.", "producer.", "admin.")):
             advice = (
                 "MM2 ignores top-level client prefixes in dedicated mode, and so does k2k; "
@@ -158,7 +179,7 @@ def read_mm2(
     problems.extend(builder.problems)
     if problems:
         raise ConfigError([f"{path}: {p}" for p in dict.fromkeys(problems)])
-    notes = _file_notes(props, aliases, builder.used)
+    notes = _file_notes(props, aliases, builder.used, pairs)
     return MM2File(path, tuple(flows), tuple(notes))
 
 

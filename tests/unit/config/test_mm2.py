@@ -344,3 +344,20 @@ def test_transforms_skipped_on_request_are_each_noted_as_not_applied(tmp_path: P
     )
     assert done.returncode == 0, done.stderr
     assert "#   transforms.mask.type: NOT applied (--skip-unsupported-transforms)" in done.stdout
+
+
+def test_overridden_properties_of_a_running_flow_are_called_overridden(tmp_path: Path) -> None:
+    """A property that lost to a higher-precedence spelling is listed as overridden, not as
+    belonging to a flow that does not run."""
+    extra = (
+        "A->B.source.consumer.fetch.min.bytes = 2\n"
+        "A->B.consumer.fetch.min.bytes = 1\n"
+        "A.consumer.fetch.min.bytes = 3\n"
+        "B->A.topics = z\n"
+    )
+    pipeline, notes = _flow(tmp_path, extra)
+    assert pipeline["source"]["kafka"]["consumer"]["fetch.min.bytes"] == "2"
+    about = {line.split(": ")[1]: line.split(": ", 2)[2] for line in notes}
+    assert about["A->B.consumer.fetch.min.bytes"].startswith("overridden: another spelling")
+    assert about["A.consumer.fetch.min.bytes"].startswith("overridden: another spelling")
+    assert about["B->A.topics"].startswith("a flow that does not run")
