@@ -139,6 +139,12 @@ class PositionTranslator:
         uncovered: list[TP] = []
         for tp, position in positions.items():
             index = self._store.indexes(tp).get(self.cfg.name)
+            if index is not None and len(index.targets) > 1:
+                raise OffsetMappingError(
+                    f"{tp[0]}[{tp[1]}]: its records went to several target partitions "
+                    f"({', '.join(f'{t}[{p}]' for t, p in sorted(index.targets))}), so one "
+                    "position cannot be translated; expected partition: source routing"
+                )
             found = index.translate(position) if index is not None else None
             if found is None:
                 uncovered.append(tp)

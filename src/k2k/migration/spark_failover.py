@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -121,11 +122,24 @@ def _translated(f: OffsetFile, translator: PositionTranslator, report: Checkpoin
             done = translator.translate(positions)
         except OffsetMappingError as exc:
             raise OffsetMappingError(f"--spark: {f.path}, source {source}: {exc}") from None
-        replaced[source] = {m.target: m.offset for m in done.moved.values()}
+        replaced[source] = _lowest_per_target(done.moved.values())
         report.moved[f.batch].update(done.moved)
         report.positions[f.batch].update(positions)
         report.ahead.update(done.ahead)
     return f.text(replaced)
+
+
+def _lowest_per_target(moved: Iterable[Moved]) -> dict[TP, int]:
+    """One position per target partition: where several source partitions were routed into
+    one, the lowest (their records may be read again there, none is skipped).
+
+    >>> _lowest_per_target([Moved(("t", 0), 9, "mapped"), Moved(("t", 0), 4, "mapped")])
+    {('t', 0): 4}
+    """
+    out: dict[TP, int] = {}
+    for m in moved:
+        out[m.target] = min(m.offset, out.get(m.target, m.offset))
+    return out
 
 
 def _refuse_translated(checkpoint: Path) -> None:
