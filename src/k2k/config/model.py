@@ -375,6 +375,7 @@ class PipelineConfig(K2KModel):
 
     def control_consumer(self) -> dict[str, str]:
         """librdkafka properties for the readers of the control topics (progress, assignment,
-        offset mappings): the target's consumer, with ``coordination.kafka.consumer`` over it."""
+        offset mappings, checkpoints): the target's consumer, with ``coordination.kafka.consumer``
+        over it."""
         own = self.coordination.kafka.consumer
         return self.target.client("consumer", [("coordination.kafka.consumer", own)])
