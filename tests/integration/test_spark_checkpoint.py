@@ -162,3 +162,59 @@ def test_a_structured_streaming_query_moves_to_the_target_with_its_translated_ch
     )
     assert again.returncode != 0 and "translated already" in again.stderr
     assert len(again.stderr.strip().splitlines()) == 1
+
+
+META = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}'
+
+
+def _checkpoint_at(root: Path, positions: dict[str, dict[str, int]]) -> Path:
+    """A checkpoint whose one committed batch stands at ``positions`` (as a query's would)."""
+    for part in ("offsets", "commits"):
+        (root / part).mkdir(parents=True)
+    (root / "offsets" / "0").write_text(f"v1\n{META}\n{json.dumps(positions)}")
+    (root / "commits" / "0").write_text('v1\n{"nextBatchWatermarkMs":0}')
+    return root
+
+
+def test_an_identical_position_the_target_does_not_hold_yet_is_a_warning(
+    clusters, tmp_path, topic_name
+):
+    t = topic_name("ssahead")
+    create_topic(clusters.source, t, 1)
+    produce(clusters.source, t, _records(0, 50, 1))
+    doc = pipeline_dict(clusters, topic_name("pssahead"), [t])
+    doc["replication"][1]["sink"]["offsets"] = "identical"
+    path = write_pipeline(tmp_path, doc)
+    assert k2k_cli("start", "--until-caught-up", "-f", str(path)).returncode == 0
+    ck = _checkpoint_at(tmp_path / "ck", {t: {"0": 70}})  # the query read 20 more
+    done = k2k_cli("offset-mapping", "translate-checkpoint", "-f", str(path), "--spark", str(ck))
+    assert done.returncode == 0, done.stderr
+    assert f"batch 0: {t}[0] at 70 -> {t}[0] at 70 (identical)" in done.stdout
+    assert f"warning: {t}[0] is at 70 but the target ends at 50" in done.stdout
+
+
+def test_a_partition_spread_over_several_target_partitions_is_refused(
+    clusters, tmp_path, topic_name
+):
+    t = topic_name("sshash")
+    create_topic(clusters.source, t, 1)
+    produce(clusters.source, t, _records(0, 40, 1))
+    name = topic_name("psshash")
+    doc = pipeline_dict(
+        clusters,
+        name,
+        [t],
+        features={"offsetMapping": "enabled"},
+        offsetMapping={"topic": f"__k2k_offset_mappings-{name}"},
+    )
+    create_topic(clusters.target, PREFIX + t, 4)  # keys hashed over 4 target partitions
+    doc["replication"][1]["sink"]["partition"] = "hash"
+    doc["replication"][1]["sink"]["topic"] = {"prefix": PREFIX}
+    path = write_pipeline(tmp_path, doc)
+    assert k2k_cli("start", "--until-caught-up", "-f", str(path)).returncode == 0
+    ck = _checkpoint_at(tmp_path / "ck", {t: {"0": 20}})
+    done = k2k_cli("offset-mapping", "translate-checkpoint", "-f", str(path), "--spark", str(ck))
+    assert done.returncode == 1, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"error: --spark: {ck}/offsets/0, source 0: {t}[0]: its records went ")
+    assert line.endswith("so one position cannot be translated; expected partition: source routing")
