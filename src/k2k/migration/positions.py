@@ -66,6 +66,7 @@ class PositionTranslator:
         self._timeout_s = cfg.target.connect_timeout.total_seconds()
         self._progress: dict[TP, ProgressRecord] | None = None
         self._store: MappingStore | None = None
+        self._runs: RunReader | None = None
 
     def target_topic(self, topic: str) -> str | None:
         """The target topic ``topic`` is copied to; None when the pipeline does not copy it."""
@@ -103,6 +104,8 @@ class PositionTranslator:
     def close(self) -> None:
         if self._store is not None:
             self._store.close()
+        if self._runs is not None:
+            self._runs.close()
 
     def _kept(self, tp: TP, position: int) -> Moved | None:
         """The position itself on an identical partition (Spark's ``-1``/``-2``, latest
@@ -126,15 +129,12 @@ class PositionTranslator:
             self._store = MappingStore(
                 self.cfg.control_consumer(), self.cfg.offset_mapping.topic, self._timeout_s
             )
+            self._runs = RunReader(self.cfg.target_client("consumer"), self._timeout_s)
         self._store.catch_up()
-        runs = RunReader(self.cfg.target_client("consumer"), self._timeout_s)
-        try:
-            return self._through_mappings(positions, runs)
-        finally:
-            runs.close()
+        return self._through_mappings(positions)
 
-    def _through_mappings(self, positions: dict[TP, int], runs: RunReader) -> dict[TP, Moved]:
-        assert self._store is not None
+    def _through_mappings(self, positions: dict[TP, int]) -> dict[TP, Moved]:
+        assert self._store is not None and self._runs is not None
         out: dict[TP, Moved] = {}
         uncovered: list[TP] = []
         for tp, position in positions.items():
@@ -149,7 +149,7 @@ class PositionTranslator:
             if found is None:
                 uncovered.append(tp)
                 continue
-            found = runs.resolve(found, position)
+            found = self._runs.resolve(found, position)
             out[tp] = Moved(found.target, found.offset, MAPPED if found.exact else LOWER_BOUND)
         if uncovered:
             raise OffsetMappingError(
