@@ -17,7 +17,8 @@ catches each one, so the command line never shows it as itself.
     │   ├── SyncTimeout           [kafka.tail] a control topic was not read to its end in time
     │   └── GroupError            [kafka.groups] an offsets request for one group failed
     ├── ReplicationError          a record or batch could not be replicated (carries a locator)
-    │   └── SchemaMappingError    a record's schema id could not be mapped to the target registry
+    │   ├── SchemaMappingError    a record's schema id could not be mapped to the target registry
+    │   └── TransformFailed       a transform step failed on a record (``onError: fail``)
     ├── ControlRecordError        a control-topic record cannot be decoded
     ├── VerifyMismatch            ``k2k verify`` found the target differing from the source
     ├── OffsetMappingError        the Offset Mapping app met a case its policy says to fail on
@@ -59,6 +60,7 @@ __all__ = [
     "ReplicationError",
     "SchemaMappingError",
     "TopicError",
+    "TransformFailed",
     "Unavailable",
     "VerifyMismatch",
 ]
@@ -114,6 +116,16 @@ class SchemaMappingError(ReplicationError):
 
     The message names the record ``topic[partition]@offset``, the subject and the source id.
     Operator action: check the registry named, or the subject's compatibility on the target.
+    """
+
+
+class TransformFailed(ReplicationError):
+    """Raised when a ``replication[].transforms`` step fails on a record and its ``onError``
+    is ``fail``: an expression error, a value the step cannot rewrite, data that is not JSON
+    under ``nonJson: fail``. Nothing of the record is written.
+
+    The message names the record ``topic[partition]@offset``, the step and the reason.
+    Operator action: fix the step (``has()`` for optional headers), or set ``onError: skip``.
     """
 
 

@@ -4,6 +4,7 @@ reads on the target from its translated commit."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -65,9 +66,12 @@ def target_commits(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
     }
 
 
-def failover_reads(clusters, group, positions, rename) -> tuple[int, int, int]:
+def failover_reads(
+    clusters, group, positions, rename, copy: Callable[[Rec], Rec | None] | None = None
+) -> tuple[int, int, int]:
     """For every source partition the group had a position on: the records the group reads
-    on the target from its translated commit, against those it had not read on the source.
+    on the target from its translated commit, against those it had not read on the source
+    (``copy``: what the pipeline makes of a source record, None when it drops it).
     Returns (expected records, skipped, read again)."""
     commits = target_commits(clusters.target, group)
     expected_total = skipped = again = 0
@@ -77,7 +81,9 @@ def failover_reads(clusters, group, positions, rename) -> tuple[int, int, int]:
         target_topic = rename(topic)
         dst = by_topic.setdefault(f"dst:{target_topic}", read_all(clusters.target, target_topic))
         assert (target_topic, part) in commits, f"{group}: no commit for {target_topic}[{part}]"
-        expected = [r.value for r in src[part] if r.offset >= position]
+        unread = [r for r in src[part] if r.offset >= position]
+        copies = unread if copy is None else [c for r in unread if (c := copy(r)) is not None]
+        expected = [r.value for r in copies]
         got = [r.value for r in dst[part] if r.offset >= commits[(target_topic, part)]]
         expected_total += len(expected)
         missing = set(expected) - set(got)

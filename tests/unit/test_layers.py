@@ -30,6 +30,8 @@ ALLOWED = {
     "offsetmapping": {"errors", "formats", "kafka", "coordination"},
     # Schema mapping: the registry client and the per-topic transform the runners apply.
     "schemamapping": {"errors", "observability", "config"},
+    # Record transforms: compiled from the config, applied by the runners (and by verify).
+    "transforms": {"errors", "config"},
     # Below the pipeline: runners feed it through the observer, the planner through stats.
     "metrics": {"errors", "formats", "kafka", "config", "coordination"},
     "admin": {"errors", "formats", "stages", "config", "kafka", "coordination"},
@@ -47,6 +49,7 @@ ALLOWED = {
         "metrics",
         "offsetmapping",
         "schemamapping",
+        "transforms",
         "spark",
     },
     "verify": {
@@ -57,6 +60,7 @@ ALLOWED = {
         "config",
         "admin",
         "schemamapping",
+        "transforms",
         "spark",
         "pipeline",
     },

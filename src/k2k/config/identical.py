@@ -64,6 +64,22 @@ def identical_offsets_problems(cfg: PipelineConfig) -> list[Problem]:
     if features.bidirectional_replication:
         what = "cannot be combined with bidirectional replication: it leaves records out"
         out.append((_OFFSETS, describe(what, got="identical", expected="offsets: assigned")))
+    leaving_out = [
+        i
+        for i, item in enumerate(cfg.replication.transforms)
+        if item.step.kind == "filter" or item.step.on_error == "skip"
+    ]
+    if leaving_out:
+        what = (
+            "cannot be combined with a filter or a step with onError: skip: they leave "
+            "records out, and every record must keep its source offset"
+        )
+        out.append(
+            (
+                ("replication", "transforms", leaving_out[0]),
+                describe(what, expected="offsets: assigned, or steps that leave nothing out"),
+            )
+        )
     if cfg.error_handling.on_offset_gap == "map" and not features.offset_mapping:
         what = "map goes on through offset mappings: needs features.offsetMapping: enabled"
         expected = "features.offsetMapping: enabled, or onOffsetGap: fail"

@@ -41,6 +41,7 @@ from k2k.config.schema_mapping import SchemaMapping, schema_mapping_problems
 from k2k.config.spark import Spark
 from k2k.config.topics import TopicCreation
 from k2k.config.tracing import Tracing
+from k2k.config.transforms import JsonStep as _JsonStep
 from k2k.stages.policies import DEFAULT_SEPARATOR, ReplicationPolicy
 from k2k.stages.routing import TopicRouter
 from k2k.stages.selection import TopicSelection
@@ -159,6 +160,7 @@ class PipelineConfig(K2KModel):
         )
         problems.extend(self._partitioner_problems())
         problems.extend(identical_offsets_problems(self))
+        problems.extend(self._transform_problems())
         if self.features.bidirectional_replication:
             problems.extend(self._bidirectional_problems())
         problems.extend(self._alias_problems())
@@ -170,6 +172,23 @@ class PipelineConfig(K2KModel):
             )
         _raise(problems)
         return self
+
+    def _transform_problems(self) -> list[Problem]:
+        """Transform steps that cannot work with the rest of the pipeline."""
+        if not self.features.schema_mapping:
+            return []
+        return [
+            (
+                ("replication", "transforms", i),
+                describe(
+                    f"{item.step.kind} rewrites JSON, and schema mapping's records are "
+                    "Schema Registry framed, not JSON",
+                    expected="header steps and filters with features.schemaMapping",
+                ),
+            )
+            for i, item in enumerate(self.replication.transforms)
+            if isinstance(item.step, _JsonStep)
+        ]
 
     def _routing_problems(self) -> list[Problem]:
         """The sink's topic routing against the source selection and the clusters: every

@@ -24,6 +24,7 @@ from k2k.config.hints import FieldDoc
 from k2k.config.model import PipelineConfig
 from k2k.config.offset_mapping import OffsetMappingAppConfig
 from k2k.config.topics import TopicCreation
+from k2k.config.transforms import STEP_MODELS
 from k2k.kafka import factory
 
 __all__ = ["APP_EXAMPLE", "EXAMPLE", "generate", "main"]
@@ -337,6 +338,24 @@ def _client_sections() -> Iterator[str]:
         yield f"| `{name}` | {values} | {_escape(reason)} |"
 
 
+def _transform_sections() -> Iterator[str]:
+    yield "\n## Transforms\n"
+    yield (
+        "`replication: [- source: ..., - transforms: [STEP, ...], - sink: ...]`: each step is "
+        "a single-key item naming its kind, applied to every record in order (docs/"
+        "transforms.md). Expressions are CEL (Common Expression Language) over `topic`, "
+        "`partition`, `offset`, `timestamp` (ms), `key` and `value` (UTF-8 text or null), "
+        "`headers` (name to UTF-8 text; the last of a repeated name), `keyJson` and "
+        "`valueJson` (the key or value parsed as JSON)."
+    )
+    for model in STEP_MODELS:
+        yield f"\n### `{model.kind}`\n"
+        doc = " ".join(line.strip() for line in (model.__doc__ or "").splitlines() if line.strip())
+        yield doc.replace("``", "`")
+        yield ""
+        yield from _table(model, f"replication.transforms[].{model.kind}")
+
+
 def generate() -> str:
     """The whole Markdown reference."""
     units = "; ".join(
@@ -347,6 +366,7 @@ def generate() -> str:
     parts = [
         _HEADER.format(units=units),
         *_sections(PipelineConfig),
+        *_transform_sections(),
         *_client_sections(),
         example,
         *_app_sections(),

@@ -25,6 +25,7 @@ from k2k.config.errors import Problem, describe, problems_error, suggest_key
 from k2k.config.fields import Duration, check_topic_name, regex_or_names
 from k2k.config.hints import FieldDoc
 from k2k.config.routing import FORMS, SameTopicName, SinkTopic, parse_sink_topic, routing_to_yaml
+from k2k.config.transforms import STEP_KINDS, TransformStep
 
 __all__ = ["STAGES_EXPECTED", "Replication", "SinkOffsets", "SinkStage", "SourceStage"]
 
@@ -204,12 +205,17 @@ class SinkStage(K2KModel):
         return spelling
 
 
-STAGES_EXPECTED = "a list with one '- source: {...}' item and one '- sink: {...}' item"
+STAGES_EXPECTED = (
+    "a list with one '- source: {...}' item, an optional '- transforms: [...]' item and one "
+    "'- sink: {...}' item"
+)
+_STAGE_KINDS = ("source", "transforms", "sink")
 
 
 class Replication(K2KModel):
-    """The replication stages. YAML: a list of single-key items, ``- source: {...}`` and
-    ``- sink: {...}``, exactly one of each (a mapping ``{source: ..., sink: ...}`` is also read).
+    """The replication stages. YAML: a list of single-key items, ``- source: {...}``,
+    optionally ``- transforms: [...]``, and ``- sink: {...}``, at most one of each (a mapping
+    ``{source: ..., sink: ...}`` is also read). Transform steps are listed under "Transforms".
     """
 
     source: Annotated[
@@ -218,6 +224,15 @@ class Replication(K2KModel):
     sink: Annotated[
         SinkStage, FieldDoc("mapping", "one '- sink: {...}' item in the replication list")
     ] = Field(description="The sink stage.")
+    transforms: Annotated[
+        tuple[TransformStep, ...],
+        FieldDoc("list of steps", "a list of single-key steps, e.g. '- filter: {drop: ...}'"),
+    ] = Field(
+        (),
+        description="Steps applied to every record between source and sink, in order: "
+        "filters, header and JSON-field rewrites (see Transforms below, and "
+        "docs/transforms.md). Empty: records are copied unchanged.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -234,8 +249,12 @@ class Replication(K2KModel):
                 problems.append(((index,), describe(what, got=item, expected=STAGES_EXPECTED)))
                 continue
             ((kind, body),) = item.items()
-            if kind not in ("source", "sink"):
-                problems.append(((index, str(kind)), suggest_key(str(kind), ["source", "sink"])))
+            if kind in STEP_KINDS:
+                what = "a transform step, not a stage"
+                expected = "it inside a '- transforms: [...]' item"
+                problems.append(((index, str(kind)), describe(what, expected=expected)))
+            elif kind not in _STAGE_KINDS:
+                problems.append(((index, str(kind)), suggest_key(str(kind), _STAGE_KINDS)))
             elif kind in stages:
                 what = f"a second {kind!r} stage"
                 problems.append(
@@ -249,4 +268,6 @@ class Replication(K2KModel):
     @model_serializer(mode="wrap")
     def _stage_list(self, handler: Any) -> Any:
         stages = handler(self)
-        return [{"source": stages["source"]}, {"sink": stages["sink"]}]
+        steps = stages.get("transforms") or []
+        transforms = [{"transforms": steps}] if steps else []
+        return [{"source": stages["source"]}, *transforms, {"sink": stages["sink"]}]

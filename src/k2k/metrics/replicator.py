@@ -108,6 +108,12 @@ class ReplicatorMetrics:
             "{record}",
             "Source records the other direction wrote, not replicated back (counted per lease)",
         )
+        self.transformed = m.create_counter(
+            p + "transform.records",
+            "{record}",
+            "Source records replication[].transforms left out: `outcome` filtered (a filter "
+            "dropped them) or failed (a step failed, onError: skip); counted per lease",
+        )
         self.schemas_registered = m.create_counter(
             p + "schemas.registered",
             "{schema}",
@@ -191,6 +197,10 @@ class ReplicatorMetrics:
                 self.errors.add(1, {**self._base, "class": s.error_class or "Unknown"})
             if s.skipped:
                 self.skipped.add(s.skipped, self._base)
+            if s.filtered:
+                self.transformed.add(s.filtered, {**self._base, "outcome": "filtered"})
+            if s.transform_failed:
+                self.transformed.add(s.transform_failed, {**self._base, "outcome": "failed"})
             if s.schemas_registered:
                 self.schemas_registered.add(s.schemas_registered, self._base)
         with self._lock:

@@ -214,6 +214,10 @@ def final_summary(pipeline: str, stats: PipelineStats) -> str:
     extras = ""
     if stats.skipped:
         extras += f"; {stats.skipped:,} records of the other direction not copied back"
+    if stats.filtered:
+        extras += f"; {stats.filtered:,} records dropped by filters"
+    if stats.transform_failed:
+        extras += f"; {stats.transform_failed:,} records left out by failing steps (onError: skip)"
     if stats.schemas_registered:
         extras += f"; {stats.schemas_registered:,} schemas resolved on the target registry"
     return (

@@ -67,6 +67,9 @@ class PipelineStats:
     bytes: int = 0
     #: Bidirectional replication: records of the other direction not copied back.
     skipped: int = 0
+    #: Transforms: records a filter dropped, and records a failing step left out.
+    filtered: int = 0
+    transform_failed: int = 0
     #: Schema mapping: schemas the runners had the target registry resolve.
     schemas_registered: int = 0
     leases: int = 0

@@ -247,6 +247,10 @@ class RunnerSummary:
     metrics: builtins.bytes | None = None
     #: Bidirectional replication: source records the other direction wrote, not copied back.
     skipped: int = 0
+    #: ``replication[].transforms``: records a filter dropped, and records left out because
+    #: a step failed on them (``onError: skip``).
+    filtered: int = 0
+    transform_failed: int = 0
     #: Schema mapping: schemas (and references) this runner had the target registry resolve.
     schemas_registered: int = 0
 

@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     from k2k.config import PipelineConfig
 
 __all__ = [
+    "RecordSteps",
     "RecordTransform",
+    "StepsFactory",
     "TopicPlan",
     "TransformFactory",
     "compile_topic_plans",
@@ -39,6 +41,23 @@ class RecordTransform(Protocol):
 
 #: Builds a topic's transform from (source topic, target topic); None: the topic has none.
 TransformFactory = Callable[[str, str], RecordTransform | None]
+
+
+class RecordSteps(Protocol):
+    """A topic's ``replication[].transforms`` steps (:class:`k2k.transforms.TopicSteps`):
+    per record, whether it is copied and, when a step rewrites it, its new key, value and
+    headers. Picklable."""
+
+    #: A kept record can differ from the consumed one (else only filters).
+    rewrites: bool
+    #: A step rewrites keys or values, not only headers.
+    rewrites_data: bool
+
+    def run(self, msg: Any) -> tuple[int, Any]: ...
+
+
+#: Builds a topic's steps from its name; None: no step applies to it.
+StepsFactory = Callable[[str], RecordSteps | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +82,8 @@ class TopicPlan:
     #: ``offsets: identical``: each record keeps its source offset on the target
     #: (k2k.pipeline.task.identical).
     identical: bool = False
+    #: ``replication[].transforms`` for this topic (None: records are copied as consumed).
+    steps: RecordSteps | None = None
 
 
 def tracing_headers(cfg: PipelineConfig) -> TracingHeaders | None:
@@ -87,10 +108,12 @@ def compile_topic_plans(
     routes: Mapping[str, str],
     transforms: TransformFactory | None = None,
     marker: LoopMarker | None = None,
+    steps: StepsFactory | None = None,
 ) -> dict[str, TopicPlan]:
     """One plan per routed source topic (``routes``: source topic -> target topic);
     ``transforms`` gives each topic's optional transform (schema mapping); ``marker``
-    bidirectional replication's loop breaker (:func:`k2k.stages.bidirectional.loop_marker`)."""
+    bidirectional replication's loop breaker (:func:`k2k.stages.bidirectional.loop_marker`);
+    ``steps`` each topic's ``replication[].transforms`` (:func:`k2k.transforms.steps_for`)."""
     tracing = tracing_headers(cfg)
     partitioning = partition_rule(cfg.replication.sink.partition)
     return {
@@ -104,6 +127,7 @@ def compile_topic_plans(
             transform=transforms(source, target) if transforms is not None else None,
             marker=marker,
             identical=cfg.replication.sink.offsets.identical,
+            steps=steps(source) if steps is not None else None,
         )
         for source, target in routes.items()
     }

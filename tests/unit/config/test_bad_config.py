@@ -72,7 +72,13 @@ CASES = [
     ),
     pytest.param(
         {"replication": [{"source": {"topic": "a"}}, {"filter": {}}, {"sink": {}}]},
-        "replication[1].filter: unknown key; expected one of: source, sink",
+        "replication[1].filter: a transform step, not a stage; expected it inside a "
+        "'- transforms: [...]' item",
+        id="step-as-stage",
+    ),
+    pytest.param(
+        {"replication": [{"source": {"topic": "a"}}, {"sinc": {}}, {"sink": {}}]},
+        "replication[1].sinc: unknown key; did you mean 'sink'?",
         id="unknown-stage",
     ),
     pytest.param(
@@ -700,8 +706,8 @@ def test_missing_required_sections(problems: Any) -> None:
         "in Kafka ids)",
         "source: missing; expected a mapping with kafka.common.bootstrap.servers",
         "target: missing; expected a mapping with kafka.common.bootstrap.servers",
-        "replication: missing; expected a list with one '- source: {...}' item and one "
-        "'- sink: {...}' item",
+        "replication: missing; expected a list with one '- source: {...}' item, an optional "
+        "'- transforms: [...]' item and one '- sink: {...}' item",
     ]
 
 

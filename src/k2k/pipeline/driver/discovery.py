@@ -43,6 +43,7 @@ from k2k.pipeline.driver.positions import StartPositions, starts_at
 from k2k.schemamapping import schema_transforms
 from k2k.stages import TopicPlan, TopicRouter, compile_topic_plans
 from k2k.stages.bidirectional import LoopMarker, loop_marker
+from k2k.transforms import steps_for
 
 __all__ = ["Discovery"]
 
@@ -81,6 +82,7 @@ class Discovery:
         self._plans: dict[str, TopicPlan] = {}
         #: Schema-id rewriting per topic; one mapper (one cache per runner task) for all.
         self._transforms = schema_transforms(cfg)
+        self._steps = steps_for(cfg)
         self._unrouted_logged: set[str] = set()
         self._marker: LoopMarker | None = None
 
@@ -126,7 +128,9 @@ class Discovery:
             routes = {t: self.router.route(t) or t for t in new}
             self._routes.update(routes)
             self._plans.update(
-                compile_topic_plans(self.cfg, routes, self._transforms, self._loop_marker())
+                compile_topic_plans(
+                    self.cfg, routes, self._transforms, self._loop_marker(), self._steps
+                )
             )
             self._remember_target_ids(set(routes.values()))
         started = self._resolve_starts(selected, positions, recreated)

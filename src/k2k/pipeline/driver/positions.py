@@ -123,6 +123,8 @@ class StartPositions:
             stats.records += s.records
             stats.bytes += s.bytes
             stats.skipped += s.skipped
+            stats.filtered += s.filtered
+            stats.transform_failed += s.transform_failed
             stats.schemas_registered += s.schemas_registered
             if s.error:
                 errors.append(s.error)

@@ -30,6 +30,7 @@ from k2k.pipeline.task.identical import Identity
 from k2k.pipeline.task.observe import ProducedRun, RunObserver, RunReport
 from k2k.stages.headers import Header
 from k2k.stages.topicplan import TopicPlan
+from k2k.transforms import FILTERED, KEPT, Output
 
 __all__ = ["FAIL_AFTER_ENV", "RecordCopier", "make_copier"]
 
@@ -82,6 +83,13 @@ class RecordCopier:
         self.skipped = 0
         self._touched, self._behind = reads if reads is not None else (set(), set())
         self.identity = identity
+        #: ``replication[].transforms``: whether any topic has steps; the outputs of the
+        #: records of the batch being copied (aligned with it; None: copied as consumed);
+        #: records left out by a filter and by ``onError: skip``.
+        self.transforming = any(p.steps is not None for p in plans.values())
+        self._outputs: list[Output | None] = []
+        self.filtered = 0
+        self.failed = 0
 
     def reassigned(
         self, plans: Mapping[str, TopicPlan], topics: set[str], gone: set[tuple[str, int]]
@@ -90,6 +98,7 @@ class RecordCopier:
         and the partitions let go (their per-partition state goes with them)."""
         for topic, plan in plans.items():
             self.plans.setdefault(topic, plan)
+        self.transforming = any(p.steps is not None for p in self.plans.values())
         self.only_topic = next(iter(topics)) if len(topics) == 1 else None
         for tp in gone:
             self._read_to.pop(tp, None)
@@ -111,6 +120,13 @@ class RecordCopier:
             skipped = len(msgs) - len(kept)
             if skipped:
                 self._read_past(msgs)  # the next commit point moves past what was skipped
+            msgs = kept
+        dropped = 0
+        if self.transforming:
+            kept = self._transform(msgs)
+            dropped = len(msgs) - len(kept)
+            if dropped:
+                self._read_past(msgs)  # as above: progress moves past what steps dropped
             msgs = kept
         n = len(msgs)
         i = records = acks = 0
@@ -140,9 +156,9 @@ class RecordCopier:
             i = j
         if records:
             self.records += records
-        if records or skipped:
+        if records or skipped or dropped:
             self.skipped += skipped
-            strategy.produced(records + skipped, acks)
+            strategy.produced(records + skipped + dropped, acks)
 
     def _read_past(self, msgs: Sequence[Message]) -> None:
         """Mark the partitions of ``msgs`` read (bidirectional replication skips some)."""
@@ -152,6 +168,30 @@ class RecordCopier:
                 key = (m.topic() or "", m.partition() or 0)
                 touched.add(key)
                 behind.add(key)
+
+    def _transform(self, msgs: Sequence[Message]) -> list[Message]:
+        """The records of ``msgs`` the topics' steps keep (consumer events too), their
+        outputs kept aligned in ``_outputs`` for :meth:`_copy_run`."""
+        kept: list[Message] = []
+        outputs: list[Output | None] = []
+        plans = self.plans
+        only = self.only_topic
+        for m in msgs:
+            steps = None if m.error() is not None else plans[only or m.topic() or ""].steps
+            if steps is None:
+                kept.append(m)
+                outputs.append(None)
+                continue
+            outcome, output = steps.run(m)
+            if outcome == KEPT:
+                kept.append(m)
+                outputs.append(output)
+            elif outcome == FILTERED:
+                self.filtered += 1
+            else:
+                self.failed += 1
+        self._outputs = outputs
+        return kept
 
     def _run_end(self, msgs: Sequence[Message], i: int, part: int, topic: str) -> int:
         """The end (exclusive) of the run of ``topic[part]`` that starts at ``msgs[i]``."""
@@ -186,9 +226,7 @@ class RecordCopier:
         plan = self.plans[topic]
         target = plan.target
         target_part = plan.partitioning.target_partition(part)
-        keep_headers = plan.keep_headers
         keep_ts = plan.keep_timestamp
-        transform = plan.transform
         tracing = plan.tracing
         offset_header = tracing.offset if tracing is not None else None
         before, after = self._trace_headers(plan, topic, part)
@@ -196,21 +234,15 @@ class RecordCopier:
         adds = tracing is not None or plan.marker is not None
         each, first_cb, last_cb, acks, run = self._callbacks(plan, msgs, first, end, ack)
         produce = producer.produce
-        headers: Any  # a list: the stub also allows a dict, which consumed records never hold
         records = msgs[first:end]
-        keys: list[bytes | None]
-        values: list[bytes | None]
-        # A transform (schema mapping) rewrites the whole run first: one call per run.
-        if transform is None:
-            keys, values = list(map(Message.key, records)), list(map(Message.value, records))
-        else:
-            keys, values = transform(records)
+        keys, values, headerses = self._run_data(plan, records, first, end)
         # Each record's callback, laid out per run: the loop then only reads it.
         callbacks = [each] * (end - first)
         callbacks[0] = first_cb
         callbacks[-1] = last_cb
-        for m, key, value, cb in zip(records, keys, values, callbacks, strict=True):
-            headers = m.headers() if keep_headers else None
+        for m, key, value, headers, cb in zip(
+            records, keys, values, headerses, callbacks, strict=True
+        ):
             if adds:
                 headers = headers if headers is not None else []
                 headers.extend(before)
@@ -237,6 +269,27 @@ class RecordCopier:
         size = sum(map(len, filter(None, keys))) + sum(map(len, filter(None, values)))
         self._account(size, run)
         return acks
+
+    def _run_data(
+        self, plan: TopicPlan, records: Sequence[Message], first: int, end: int
+    ) -> tuple[list[bytes | None], list[bytes | None], list[Any]]:
+        """A run's keys, values and headers (lists: the headers stub also allows a dict,
+        which consumed records never hold): as consumed, rewritten by a schema mapping (one
+        call per run) and by the topic's transform steps."""
+        if plan.transform is not None:
+            keys, values = plan.transform(records)
+        else:
+            keys, values = list(map(Message.key, records)), list(map(Message.value, records))
+        steps = plan.steps
+        if steps is not None and steps.rewrites:
+            outputs = self._outputs[first:end]
+            if steps.rewrites_data:  # never with a schema mapping (refused by the config)
+                keys = [o[0] for o in outputs]  # type: ignore[index]
+                values = [o[1] for o in outputs]  # type: ignore[index]
+            return keys, values, [o[2] for o in outputs]  # type: ignore[index]
+        if plan.keep_headers:
+            return keys, values, list(map(Message.headers, records))
+        return keys, values, [None] * (end - first)
 
     def _account(self, size: int, run: ProducedRun | None) -> None:
         """A run's key and value bytes: the copier's total and, when observed, the run's

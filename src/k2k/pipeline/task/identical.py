@@ -280,8 +280,8 @@ class Identity:
 
 def _same(plan: TopicPlan, source: Message, target: Message) -> bool:
     """Whether ``target`` is this pipeline's copy of ``source``, by what the copy keeps:
-    the offset tracing header, the timestamp, and (without a transform, which rewrites
-    them) the key and the value."""
+    the offset tracing header, the timestamp, and (without a schema mapping or a JSON
+    step, which rewrite them) the key and the value."""
     checks = []
     offset_header = plan.tracing.offset if plan.tracing is not None else None
     if offset_header:
@@ -289,6 +289,6 @@ def _same(plan: TopicPlan, source: Message, target: Message) -> bool:
         checks.append(traced == str(source.offset()).encode())
     if plan.keep_timestamp:
         checks.append(source.timestamp()[1] == target.timestamp()[1])
-    if plan.transform is None:
+    if plan.transform is None and (plan.steps is None or not plan.steps.rewrites_data):
         checks.append(source.key() == target.key() and source.value() == target.value())
     return all(checks)

@@ -99,7 +99,7 @@ class Runner:
             topic_ids=spec.topic_ids,
         )
         #: Records, key+value bytes and bidirectional skips of a lease that ended cleanly.
-        self.copied = (0, 0, 0)
+        self.copied = (0, 0, 0, 0, 0)
         #: The runner's metrics (telemetry), fed by the run observer and the commits.
         self.tally = RunTally(spec.lease_id) if spec.telemetry else None
         self.ledger.timing = self.tally
@@ -139,7 +139,13 @@ class Runner:
             if signal and self.spec.live and not signal[0].is_set():
                 signal[0].ended()  # the driver ends the lease rather than run a slot short
         summary.partitions = list(self.ledger.outcomes.values())
-        summary.records, summary.bytes, summary.skipped = self.copied
+        (
+            summary.records,
+            summary.bytes,
+            summary.skipped,
+            summary.filtered,
+            summary.transform_failed,
+        ) = self.copied
         summary.schemas_registered = registered_by(p.transform for p in self.spec.topics.values())
         summary.seconds = time.monotonic() - started
         if self.tally is not None:
@@ -278,7 +284,13 @@ class Runner:
                 if failure is None:
                     raise
                 raise failure from None
-            self.copied = (copier.records, copier.bytes, copier.skipped)
+            self.copied = (
+                copier.records,
+                copier.bytes,
+                copier.skipped,
+                copier.filtered,
+                copier.failed,
+            )
         except Fenced:
             raise  # the fencer aborted the open transaction; an in-flight commit fails
         except K2KError:

@@ -1,0 +1,105 @@
+"""Transforms on real brokers and real Spark: a pipeline that filters by a header and by a
+JSON field, drops a header, inserts two and masks a JSON field copies exactly the records
+and bytes a plain model of those steps expects; its progress reaches the source's end even
+when the last records were dropped; and groups positioned on dropped records fail over
+exactly through the Offset Mapping app."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+
+import pytest
+
+from tests.helpers.groups import failover_reads
+from tests.helpers.kafka import Rec, create_topic, end_offsets, produce, read_all
+from tests.helpers.pipelines import BASE_TS, latest_progress, pipeline_dict, run_until_caught_up
+from tests.integration.test_offset_mapping_app import app_config, cli_once, commit_source
+
+pytestmark = pytest.mark.integration
+
+SECRET = "mask-key"
+STEPS = [
+    {"filter": {"drop": 'has(headers.env) && headers.env == "test"'}},
+    {"filter": {"keep": "valueJson == null || valueJson.amount >= 5"}},
+    {"dropHeaders": {"names": ["x-internal"]}},
+    {"insertHeader": {"name": "origin", "value": "eu-west"}},
+    {"insertHeader": {"name": "from", "expression": 'topic + ":" + string(offset)'}},
+    {"maskFields": {"fields": ["value.email"], "hashSecret": SECRET}},
+]
+
+
+def _source_records(part: int, n: int) -> list[tuple]:
+    """Varied records of one partition; the last two of each are dropped by the filters."""
+    out = []
+    for i in range(n):
+        headers = [("trace", b"t%d" % i)]
+        if i % 7 == 3 or i == n - 1:
+            headers.append(("env", b"test"))
+        if i % 2:
+            headers.append(("x-internal", b"secret"))
+        amount = 1 if i % 5 == 0 or i == n - 2 else 10 + i
+        value = json.dumps({"id": i, "email": f"u{i}@example.com", "amount": amount}).encode()
+        if i == 4:
+            value = None  # a tombstone passes the JSON steps
+        out.append((part, b"k%d" % i, value, headers, BASE_TS + i))
+    return out
+
+
+def _expected(topic: str, rec: Rec) -> Rec | None:
+    """The steps above, written out plainly: what the target must hold for ``rec``."""
+    headers = dict(rec.headers)
+    if headers.get("env") == b"test":
+        return None
+    value = json.loads(rec.value) if rec.value is not None else None
+    if value is not None and value["amount"] < 5:
+        return None
+    kept = [(k, v) for k, v in rec.headers if k != "x-internal"]
+    kept += [("origin", b"eu-west"), ("from", f"{topic}:{rec.offset}".encode())]
+    data = rec.value
+    if value is not None:
+        digest = hmac.new(SECRET.encode(), json.dumps(value["email"]).encode(), hashlib.sha256)
+        value["email"] = digest.hexdigest()
+        data = json.dumps(value, separators=(",", ":")).encode()
+    return Rec(rec.key, data, kept, rec.timestamp, -1)
+
+
+def test_filters_header_steps_and_a_mask_copy_exactly_what_the_steps_say(
+    clusters, spark, tmp_path, topic_name
+):
+    t = topic_name("xf")
+    create_topic(clusters.source, t, 2)
+    n = 40
+    produce(clusters.source, t, [r for p in (0, 1) for r in _source_records(p, n)])
+    doc = pipeline_dict(clusters, topic_name("pxf"), t, features={"offsetMapping": "enabled"})
+    doc["replication"].insert(1, {"transforms": STEPS})
+    doc["offsetMapping"] = {"topic": f"__k2k_offset_mappings-{doc['name']}"}
+    stats = run_until_caught_up(spark, tmp_path, doc)
+
+    src, dst = read_all(clusters.source, t), read_all(clusters.target, t)
+    dropped = 0
+    for part in (0, 1):
+        expected = [e for r in src[part] if (e := _expected(t, r)) is not None]
+        dropped += len(src[part]) - len(expected)
+        got = [Rec(r.key, r.value, r.headers, r.timestamp, -1) for r in dst.get(part, [])]
+        assert got == expected, f"partition {part}"
+    assert stats.filtered == dropped and stats.records == 2 * n - dropped
+    # The last records of each partition were dropped; progress still covers them.
+    progress = latest_progress(clusters.target, doc)
+    assert {p: progress[(t, p)].offset for p in (0, 1)} == end_offsets(clusters.source, t)
+
+    # Groups on a dropped record (3, 5: env=test, amount 1), on a kept one, at the end:
+    # each resumes on the target at the next copied record, nothing skipped or read again.
+    positions = {"on-dropped": {(t, 0): 3, (t, 1): 5}, "between": {(t, 0): 6, (t, 1): n - 2}}
+    groups = {kind: f"{doc['name']}-{kind}" for kind in positions}
+    for kind, where in positions.items():
+        commit_source(clusters, groups[kind], where)
+    app = app_config(clusters, doc["name"], doc["offsetMapping"]["topic"], list(groups.values()))
+    assert cli_once(tmp_path, app).returncode == 0
+
+    for kind, group in groups.items():
+        copy = lambda rec: _expected(t, rec)  # noqa: E731
+        total, skipped, again = failover_reads(clusters, group, positions[kind], str, copy)
+        assert (skipped, again) == (0, 0), kind
+        assert total > 0 or kind == "between"
