@@ -344,7 +344,7 @@ def _transform_sections() -> Iterator[str]:
         "`replication: [- source: ..., - transforms: [STEP, ...], - sink: ...]`: each step is "
         "a single-key item naming its kind, applied to every record in order (docs/"
         "transforms.md). Expressions are CEL (Common Expression Language) over `topic`, "
-        "`partition`, `offset`, `timestamp` (ms), `key` and `value` (UTF-8 text or null), "
+        "`targetTopic` (the topic it is copied to), `partition`, `offset`, `timestamp` (ms), `key` and `value` (UTF-8 text or null), "
         "`headers` (name to UTF-8 text; the last of a repeated name), `keyJson` and "
         "`valueJson` (the key or value parsed as JSON)."
     )

@@ -30,6 +30,7 @@ __all__ = [
     "InsertField",
     "InsertHeader",
     "JsonStep",
+    "KeepFields",
     "MaskFields",
     "RenameFields",
     "RenameHeaders",
@@ -41,6 +42,7 @@ __all__ = [
 #: What an expression may name (docs/transforms.md#expressions).
 EXPRESSION_VARIABLES = (
     "topic",
+    "targetTopic",
     "partition",
     "offset",
     "timestamp",
@@ -263,6 +265,19 @@ class DropFields(JsonStep):
         return [_field_path(v) for v in value] if isinstance(value, list) else value
 
 
+class KeepFields(JsonStep):
+    """``keepFields``: keep only these fields of their objects (Kafka Connect ReplaceField's
+    ``include``); fields of other objects are untouched."""
+
+    kind: ClassVar[str] = "keepFields"
+    fields: list[str] = Field(min_length=1, description="Field paths, e.g. `value.id`.")
+
+    @field_validator("fields", mode="before")
+    @classmethod
+    def _paths(cls, value: Any) -> Any:
+        return [_field_path(v) for v in value] if isinstance(value, list) else value
+
+
 class MaskFields(JsonStep):
     """``maskFields``: replace the values of JSON fields: with the empty value of their type
     (`0`, `""`, `false`, `[]`, `{}`, as Kafka Connect's MaskField), with ``replacement``, or
@@ -332,6 +347,7 @@ Step = (
     | DropHeaders
     | RenameHeaders
     | DropFields
+    | KeepFields
     | MaskFields
     | RenameFields
     | InsertField
@@ -342,6 +358,7 @@ STEP_MODELS: tuple[type[Filter | JsonStep | ConditionalStep], ...] = (
     DropHeaders,
     RenameHeaders,
     DropFields,
+    KeepFields,
     MaskFields,
     RenameFields,
     InsertField,
@@ -358,6 +375,7 @@ class TransformStep(K2KModel):
     drop_headers: DropHeaders | None = Field(None, description="Remove headers.")
     rename_headers: RenameHeaders | None = Field(None, description="Rename headers.")
     drop_fields: DropFields | None = Field(None, description="Remove JSON fields.")
+    keep_fields: KeepFields | None = Field(None, description="Keep only these JSON fields.")
     mask_fields: MaskFields | None = Field(None, description="Mask JSON fields.")
     rename_fields: RenameFields | None = Field(None, description="Rename JSON fields.")
     insert_field: InsertField | None = Field(None, description="Set a JSON field.")

@@ -56,8 +56,8 @@ class RecordSteps(Protocol):
     def run(self, msg: Any) -> tuple[int, Any]: ...
 
 
-#: Builds a topic's steps from its name; None: no step applies to it.
-StepsFactory = Callable[[str], RecordSteps | None]
+#: Builds a topic's steps from (source topic, target topic); None: no step applies to it.
+StepsFactory = Callable[[str, str], RecordSteps | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +127,7 @@ def compile_topic_plans(
             transform=transforms(source, target) if transforms is not None else None,
             marker=marker,
             identical=cfg.replication.sink.offsets.identical,
-            steps=steps(source) if steps is not None else None,
+            steps=steps(source, target) if steps is not None else None,
         )
         for source, target in routes.items()
     }

@@ -3,7 +3,7 @@
 Runs on: driver (:func:`compile_steps`, once per topic, when the topic plans are compiled)
 and executor (:meth:`TopicSteps.run`, per record, before the copier forms its runs). What
 depends only on the topic is decided at compile time: a step whose ``when`` names only
-``topic`` is kept or left out, a filter over ``topic`` alone keeps or drops the whole topic.
+``topic`` (and ``targetTopic``) is kept or left out, a filter over those alone keeps or drops the whole topic.
 A topic left with no step gets None: the copier's fast path. A filter whose expression reads
 only ``partition`` and ``headers`` remembers its answer per distinct (partition, headers),
 so that a header filter costs a lookup per record, not an expression evaluation.
@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # the executors unpickle compiled steps without the config mo
         Filter,
         InsertField,
         InsertHeader,
+        KeepFields,
         MaskFields,
         RenameFields,
         RenameHeaders,
@@ -56,7 +57,9 @@ KEPT, FILTERED, FAILED = 0, 1, 2
 Header = tuple[str, bytes | None]
 #: A rewritten record: key, value, headers (None: the record's own, unchanged).
 Output = tuple[bytes | None, bytes | None, list[Header] | None]
-_CACHEABLE = frozenset({"topic", "partition", "headers"})
+_CACHEABLE = frozenset({"topic", "targetTopic", "partition", "headers"})
+#: What is the same for every record of a topic: decided when the topic's steps compile.
+_PER_TOPIC = frozenset({"topic", "targetTopic"})
 _CACHE_LIMIT = 4096
 
 
@@ -105,11 +108,12 @@ class _NotJson(_StepError):
 class Record:
     """One record as the steps read and rewrite it; JSON is parsed when a step needs it."""
 
-    __slots__ = ("headers", "inserted", "json", "key", "msg", "topic", "value")
+    __slots__ = ("headers", "inserted", "json", "key", "msg", "target", "topic", "value")
 
-    def __init__(self, msg: Message, topic: str) -> None:
+    def __init__(self, msg: Message, topic: str, target: str) -> None:
         self.msg = msg
         self.topic = topic
+        self.target = target
         self.key: bytes | None = msg.key()
         self.value: bytes | None = msg.value()
         headers: Any = msg.headers()  # a list: the stub also allows a dict
@@ -125,6 +129,8 @@ class Record:
         for name in names:
             if name == "topic":
                 ctx[name] = self.topic
+            elif name == "targetTopic":
+                ctx[name] = self.target
             elif name == "partition":
                 ctx[name] = m.partition()
             elif name == "offset":
@@ -343,6 +349,27 @@ class _DropFields(_JsonStep):
         return True
 
 
+class _KeepFields(_JsonStep):
+    def __init__(self, index: int, step: KeepFields, when: Expression | None) -> None:
+        super().__init__(index, step.kind, when, step)
+        kept: dict[str, set[str]] = {}
+        for path in step.fields:
+            parent, _, name = path.rpartition(".")
+            kept.setdefault(parent, set()).add(name)
+        self.kept = kept
+
+    def apply(self, rec: Record) -> bool:
+        for parent_path, names in self.kept.items():
+            facet, *steps = parent_path.split(".")
+            if (rec.key if facet == "key" else rec.value) is None and facet not in rec.json:
+                continue
+            parent = _parent(rec.edit(facet), steps)
+            if parent is not None:
+                for name in [k for k in parent if k not in names]:
+                    del parent[name]
+        return True
+
+
 class _MaskFields(_JsonStep):
     def __init__(self, index: int, step: MaskFields, when: Expression | None) -> None:
         super().__init__(index, step.kind, when, step)
@@ -418,6 +445,7 @@ _BUILDERS: dict[str, Callable[[int, Any, Expression | None], _Step]] = {
     "dropHeaders": _DropHeaders,
     "renameHeaders": _RenameHeaders,
     "dropFields": _DropFields,
+    "keepFields": _KeepFields,
     "maskFields": _MaskFields,
     "renameFields": _RenameFields,
     "insertField": _InsertField,
@@ -427,8 +455,9 @@ _BUILDERS: dict[str, Callable[[int, Any, Expression | None], _Step]] = {
 class TopicSteps:
     """The steps that apply to one topic's records, in order."""
 
-    def __init__(self, topic: str, steps: Sequence[_Step], keep_headers: bool) -> None:
+    def __init__(self, topic: str, target: str, steps: Sequence[_Step], keep_headers: bool) -> None:
         self.topic = topic
+        self.target = target
         self.steps = tuple(steps)
         self.keep_headers = keep_headers
         #: Only filters: a kept record is copied as it is (no :data:`Output`).
@@ -439,7 +468,7 @@ class TopicSteps:
     def run(self, msg: Message) -> tuple[int, Output | None]:
         """What the steps make of ``msg``: (:data:`KEPT`, its output or None when unchanged),
         or (:data:`FILTERED` | :data:`FAILED`, None). Raises :class:`TransformFailed`."""
-        rec = Record(msg, self.topic)
+        rec = Record(msg, self.topic, self.target)
         for step in self.steps:
             try:
                 if not step(rec):
@@ -462,38 +491,39 @@ def _reason(exc: Exception) -> str:
 
 
 def compile_steps(
-    steps: Sequence[TransformStep], topic: str, keep_headers: bool
+    steps: Sequence[TransformStep], topic: str, target: str, keep_headers: bool
 ) -> TopicSteps | None:
-    """The steps of ``topic``, or None when none applies to it."""
+    """The steps of source topic ``topic`` (copied to ``target``), or None when none applies
+    to it."""
     compiled: list[_Step] = []
     for index, item in enumerate(steps):
         step = item.step
         if step.kind == "filter":
-            compiled.extend(_filter_steps(index, cast("Filter", step), topic))
+            compiled.extend(_filter_steps(index, cast("Filter", step), topic, target))
             continue
         conditional = cast("ConditionalStep", step)
         when = Expression(conditional.when) if conditional.when is not None else None
-        if when is not None and when.names <= {"topic"}:
-            if not _topic_truth(when, topic, index):
+        if when is not None and when.names <= _PER_TOPIC:
+            if not _topic_truth(when, topic, target, index):
                 continue
             when = None
         compiled.append(_BUILDERS[step.kind](index, step, when))
-    return TopicSteps(topic, compiled, keep_headers) if compiled else None
+    return TopicSteps(topic, target, compiled, keep_headers) if compiled else None
 
 
-def _filter_steps(index: int, step: Filter, topic: str) -> list[_Step]:
+def _filter_steps(index: int, step: Filter, topic: str, target: str) -> list[_Step]:
     """A filter, or what it comes to when it reads only the topic: nothing or drop-all."""
     expression = Expression(step.predicate)
-    if not expression.names <= {"topic"}:
+    if not expression.names <= _PER_TOPIC:
         return [_Filter(index, step)]
-    if _topic_truth(expression, topic, index) == step.drops:
+    if _topic_truth(expression, topic, target, index) == step.drops:
         return [_DropAll(index, "filter", None, False)]
     return []
 
 
-def _topic_truth(expression: Expression, topic: str, index: int) -> bool:
+def _topic_truth(expression: Expression, topic: str, target: str, index: int) -> bool:
     try:
-        return expression.truth({"topic": topic})
+        return expression.truth({"topic": topic, "targetTopic": target})
     except Exception as exc:
         raise K2KError(
             f"replication.transforms[{index}]: {expression.source!r} fails for topic "
@@ -501,7 +531,7 @@ def _topic_truth(expression: Expression, topic: str, index: int) -> bool:
         ) from None
 
 
-def steps_for(cfg: PipelineConfig) -> Callable[[str], TopicSteps | None] | None:
+def steps_for(cfg: PipelineConfig) -> Callable[[str, str], TopicSteps | None] | None:
     """The pipeline's steps per topic (for :func:`k2k.stages.compile_topic_plans`); None
     when the pipeline has no transforms."""
     steps = cfg.replication.transforms
@@ -509,7 +539,7 @@ def steps_for(cfg: PipelineConfig) -> Callable[[str], TopicSteps | None] | None:
         return None
     keep_headers = cfg.features.header_replication
 
-    def for_topic(topic: str) -> TopicSteps | None:
-        return compile_steps(steps, topic, keep_headers)
+    def for_topic(topic: str, target: str) -> TopicSteps | None:
+        return compile_steps(steps, topic, target, keep_headers)
 
     return for_topic

@@ -36,7 +36,7 @@ CASES = [
     pytest.param(
         with_steps({"filter": {"keep": "amount > 3"}}),
         "replication.transforms[0].filter.keep: expression names unknown 'amount'; expected a "
-        "CEL expression over topic, partition, offset, timestamp, key, value, headers, "
+        "CEL expression over topic, targetTopic, partition, offset, timestamp, key, value, headers, "
         "keyJson, valueJson",
         id="unknown-name",
     ),

@@ -31,7 +31,7 @@ def steps(
         ),
         {},
     )
-    return compile_steps(cfg.replication.transforms, topic, keep_headers)
+    return compile_steps(cfg.replication.transforms, topic, "dr." + topic, keep_headers)
 
 
 def record(
@@ -208,3 +208,19 @@ def test_compiled_steps_travel_pickled() -> None:
     again = pickle.loads(pickle.dumps(s))
     assert run(again, record(headers=[("x", b"1")]))[0] == FILTERED
     assert run(again, record())[1][2] == [("t", b"orders-7")]
+
+
+def test_keep_fields_keeps_only_the_listed_fields_of_their_object() -> None:
+    s = steps({"keepFields": {"fields": ["value.id", "value.card.exp"]}})
+    _, (_, out, _) = run(s, record({"id": 1, "email": "a", "card": {"number": 4, "exp": 1}}))
+    assert json.loads(out) == {"id": 1}  # card is not listed at the top: dropped with the rest
+    nested = steps({"keepFields": {"fields": ["value.card.exp"]}})
+    _, (_, out, _) = run(nested, record({"id": 1, "card": {"number": 4, "exp": 1}}))
+    assert json.loads(out) == {"id": 1, "card": {"exp": 1}}
+
+
+def test_the_target_topic_is_known_per_topic() -> None:
+    s = steps({"filter": {"keep": 'targetTopic.startsWith("dr.")'}})
+    assert s is None  # true for every record of the topic: no step left
+    s = steps({"filter": {"drop": 'targetTopic == "dr.orders"'}})
+    assert run(s, record())[0] == FILTERED
