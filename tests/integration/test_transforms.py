@@ -12,9 +12,17 @@ import json
 
 import pytest
 
+from k2k.config import load_pipeline
+from k2k.verify.job import run_verify
 from tests.helpers.groups import failover_reads
 from tests.helpers.kafka import Rec, create_topic, end_offsets, produce, read_all
-from tests.helpers.pipelines import BASE_TS, latest_progress, pipeline_dict, run_until_caught_up
+from tests.helpers.pipelines import (
+    BASE_TS,
+    latest_progress,
+    pipeline_dict,
+    run_until_caught_up,
+    write_pipeline,
+)
 from tests.integration.test_offset_mapping_app import app_config, cli_once, commit_source
 
 pytestmark = pytest.mark.integration
@@ -88,6 +96,18 @@ def test_filters_header_steps_and_a_mask_copy_exactly_what_the_steps_say(
     # The last records of each partition were dropped; progress still covers them.
     progress = latest_progress(clusters.target, doc)
     assert {p: progress[(t, p)].offset for p in (0, 1)} == end_offsets(clusters.source, t)
+
+    # verify compares the target with the source as the steps write it; the same pipeline
+    # without its mask finds every copied record with an email changed.
+    report = run_verify(load_pipeline([write_pipeline(tmp_path, doc, "v.yaml")]), spark=spark)
+    assert report.ok, report.render()
+    assert "compared after the pipeline's transforms" in report.summary()
+    assert sum(r.source_records for r in report.results) == 2 * n - dropped
+    unmasked = {**doc, "replication": [*doc["replication"]]}
+    unmasked["replication"][1] = {"transforms": STEPS[:-1]}
+    wrong = run_verify(load_pipeline([write_pipeline(tmp_path, unmasked, "u.yaml")]), spark=spark)
+    assert not wrong.ok
+    assert sum(r.difference_count for r in wrong.results) > 0
 
     # Groups on a dropped record (3, 5: env=test, amount 1), on a kept one, at the end:
     # each resumes on the target at the next copied record, nothing skipped or read again.

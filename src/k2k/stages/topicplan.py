@@ -52,6 +52,8 @@ class RecordSteps(Protocol):
     rewrites: bool
     #: A step rewrites keys or values, not only headers.
     rewrites_data: bool
+    #: The records' own headers are copied (``features.headerReplication``).
+    keep_headers: bool
 
     def run(self, msg: Any) -> tuple[int, Any]: ...
 

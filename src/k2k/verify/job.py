@@ -43,6 +43,7 @@ from k2k.spark.session import (
     stop_spark,
 )
 from k2k.stages.topicplan import tracing_headers
+from k2k.transforms import steps_for
 from k2k.verify.progress import VerifyProgress
 from k2k.verify.report import VerifyReport
 from k2k.verify.schemas import SchemaIdCanon
@@ -105,6 +106,7 @@ def plan_tasks(
         else {}
     )
     schema_ids = _schema_ids(cfg, chosen)
+    steps = steps_for(cfg)
     tasks = []
     for t, p in tps:
         target = routes[t]
@@ -130,13 +132,15 @@ def plan_tasks(
                 ),
                 tracing=tracing,
                 mapped_runs=_runs_for(mapped, t, p, target, wanted),
-                keep_headers=cfg.features.header_replication,
+                # Steps give each record the headers the pipeline writes.
+                keep_headers=cfg.features.header_replication or steps is not None,
                 keep_timestamp=cfg.features.keep_record_creation_timestamp,
                 source_consumer=source_conf,
                 target_consumer=target_conf,
                 timeout_s=timeout_s,
                 schema_ids=schema_ids.get(t),
                 identical_below=_identical_below(identical, read.get((t, p))),
+                steps=steps(t, target) if steps is not None else None,
             )
         )
     return tasks
@@ -334,7 +338,12 @@ def run_verify(
             stop_spark(sc)
     results.sort(key=lambda r: (r.topic, r.partition))
     by_key = cfg.replication.sink.partition != "source" and not _traces_source(cfg)
-    return VerifyReport(cfg.name, results, _unexplained(results) if by_key else [])
+    return VerifyReport(
+        cfg.name,
+        results,
+        _unexplained(results) if by_key else [],
+        transformed=bool(cfg.replication.transforms),
+    )
 
 
 def _plan_slices(

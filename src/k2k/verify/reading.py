@@ -30,9 +30,11 @@ from confluent_kafka import KafkaError, Message, TopicPartition
 from k2k.errors import ClusterError
 from k2k.kafka.factory import build_consumer
 from k2k.stages.headers import TracingHeaders
+from k2k.transforms import KEPT
 from k2k.verify.align import Fingerprint
 
 if TYPE_CHECKING:
+    from k2k.stages.topicplan import RecordSteps
     from k2k.verify.task import PartitionTask
 
 __all__ = ["Make", "Meter", "Tracing", "read_batches", "read_source", "read_target"]
@@ -173,6 +175,40 @@ class Tracing:
         return headers[: len(headers) - n], values
 
 
+def source_batches(task: PartitionTask, start: int) -> Iterator[list[Message]]:
+    """Runs on: executor. The task's source records from ``start`` to its end, as the
+    pipeline writes them: with transform steps, the records they keep, rewritten (offsets
+    and timestamps stay the source's); batches left empty are skipped."""
+    batches = read_batches(
+        task.source_consumer, "source", task.topic, task.partition, start, task.end, task.timeout_s
+    )
+    steps = task.steps
+    if steps is None:
+        yield from batches
+        return
+    for batch in batches:
+        out = [t for m in batch if (t := _transformed(steps, m)) is not None]
+        if out:
+            yield out
+
+
+def _transformed(steps: RecordSteps, m: Message) -> Message | None:
+    """``m`` as the steps write it; None when they leave it out."""
+    outcome, output = steps.run(m)
+    if outcome != KEPT:
+        return None
+    key, value, headers = output if output is not None else (m.key(), m.value(), m.headers())
+    return Message(
+        topic=m.topic(),
+        partition=m.partition(),
+        offset=m.offset(),
+        key=key,
+        value=value,
+        headers=headers if steps.keep_headers or output is not None else None,
+        timestamp=m.timestamp(),
+    )
+
+
 def read_source(
     task: PartitionTask, make: Make, meter: Meter
 ) -> tuple[list[Fingerprint], list[bytes | None]]:
@@ -185,9 +221,7 @@ def read_source(
     first = task.start if task.context_from is None else task.context_from
     add = expected.append
     canon = task.schema_ids[0] if task.schema_ids else None
-    for batch in read_batches(
-        task.source_consumer, "source", task.topic, p, first, task.end, task.timeout_s
-    ):
+    for batch in source_batches(task, first):
         batch_keys = (
             [m.key() for m in batch] if canon is None else [canon.key(m.key()) for m in batch]
         )

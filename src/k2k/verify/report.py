@@ -24,6 +24,8 @@ class VerifyReport:
     #: (target topic, target partition, records): target records no verified source
     #: partition holds the key of (``partition: hash`` without tracing headers only).
     unexplained: list[tuple[str, int, int]] = field(default_factory=list)
+    #: The source side was compared after the pipeline's transform steps.
+    transformed: bool = False
 
     @property
     def ok(self) -> bool:
@@ -40,6 +42,7 @@ class VerifyReport:
         head = (
             f"{self.pipeline}: {records} source records in {n} partition{'s' * (n != 1)} of "
             f"{len({r.topic for r in self.results})} topic(s) compared"
+            + (" after the pipeline's transforms" if self.transformed else "")
         )
         extra = f", {dups} at-least-once duplicate{'s' * (dups != 1)} on the target" if dups else ""
         beyond = sum(r.end - r.until for r in self.results)
@@ -94,6 +97,7 @@ class VerifyReport:
             "pipeline": self.pipeline,
             "ok": self.ok,
             "summary": self.summary(),
+            "afterTransforms": self.transformed,
             "sourceRecords": sum(r.source_records for r in self.results),
             "duplicates": sum(r.duplicates for r in self.results),
             "partitions": [r.to_json() for r in self.results],

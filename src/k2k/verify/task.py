@@ -26,6 +26,7 @@ from confluent_kafka import Message
 
 from k2k.kafka.murmur2 import murmur2_partition
 from k2k.stages.headers import TracingHeaders
+from k2k.stages.topicplan import RecordSteps
 from k2k.verify.align import (
     CUT_MARGIN,
     Difference,
@@ -38,7 +39,15 @@ from k2k.verify.align import (
     equal_lane,
     fingerprint,
 )
-from k2k.verify.reading import Make, Meter, Tracing, read_batches, read_source, read_target
+from k2k.verify.reading import (
+    Make,
+    Meter,
+    Tracing,
+    read_batches,
+    read_source,
+    read_target,
+    source_batches,
+)
 from k2k.verify.schemas import SchemaIdCanon
 
 __all__ = [
@@ -116,6 +125,9 @@ class PartitionTask:
     #: the same offset (compared there, so the first difference is where identity breaks);
     #: None without identical offsets.
     identical_below: int | None = None
+    #: The pipeline's transform steps for this topic: the source records are compared as
+    #: the steps write them (None: as they are).
+    steps: RecordSteps | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,9 +233,7 @@ def _verify_plain(task: PartitionTask, meter: Meter) -> PartitionResult | None:
     first = task.start if task.context_from is None else task.context_from
     tp = task.partition
     context = compared = 0  # records before start, before until
-    for batch in read_batches(
-        task.source_consumer, "source", task.topic, task.partition, first, task.end, task.timeout_s
-    ):
+    for batch in source_batches(task, first):
         hashes.extend(_hashes(batch, keep_headers, keep_timestamp))
         low, high = batch[0].offset() or 0, batch[-1].offset() or 0
         if high < task.start:
