@@ -9,20 +9,28 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import random
+import threading
+import time
 
 import pytest
 
 from k2k.config import load_pipeline
+from k2k.errors import K2KError
 from k2k.verify.job import run_verify
+from tests.helpers.eos import eos_pipeline, mixed_workload
 from tests.helpers.groups import failover_reads
-from tests.helpers.kafka import Rec, create_topic, end_offsets, produce, read_all
+from tests.helpers.kafka import Rec, create_topic, end_offsets, eventually, produce, read_all
 from tests.helpers.pipelines import (
     BASE_TS,
+    committed_progress,
+    k2k_cli,
     latest_progress,
     pipeline_dict,
     run_until_caught_up,
     write_pipeline,
 )
+from tests.helpers.procs import K2KProcess
 from tests.integration.test_offset_mapping_app import app_config, cli_once, commit_source
 
 pytestmark = pytest.mark.integration
@@ -123,3 +131,68 @@ def test_filters_header_steps_and_a_mask_copy_exactly_what_the_steps_say(
         total, skipped, again = failover_reads(clusters, group, positions[kind], str, copy)
         assert (skipped, again) == (0, 0), kind
         assert total > 0 or kind == "between"
+
+
+EOS_STEPS = [
+    {"filter": {"drop": 'headers["h-seq"].endsWith("3")'}},
+    {"dropHeaders": {"names": ["h-kind"]}},
+    {"insertHeader": {"name": "origin", "value": "eu-west"}},
+]
+
+
+def _eos_expected(rec: Rec) -> Rec | None:
+    seq = dict(rec.headers)["h-seq"]
+    if seq.endswith(b"3"):
+        return None
+    headers = [(k, v) for k, v in rec.headers if k != "h-kind"] + [("origin", b"eu-west")]
+    return Rec(rec.key, rec.value, headers, rec.timestamp, -1)
+
+
+def test_exactly_once_with_a_filter_across_kill_9_is_exact(clusters, tmp_path, topic_name):
+    """Exactly-once with steps that drop and rewrite records, the process SIGKILLed twice
+    while a mixed transactional load arrives: the target holds each kept record once, as
+    the steps write it, and nothing else."""
+    t = topic_name("xfeos")
+    name = topic_name("pxfeos")
+    create_topic(clusters.source, t, 4)
+    create_topic(clusters.target, t, 4)
+    doc = eos_pipeline(clusters, name, [t])
+    doc["replication"].insert(1, {"transforms": EOS_STEPS})
+    path = write_pipeline(tmp_path, doc)
+    commit_topic = doc["coordination"]["commit"]["topic"]
+    counts: dict[str, int] = {}
+    flowing = threading.Event()
+    writer = threading.Thread(
+        target=lambda: counts.update(
+            mixed_workload(clusters.source, t, 400_000, 4, rate=5_000, stop=flowing)
+        )
+    )
+    writer.start()
+
+    def committed() -> int:
+        try:
+            return sum(committed_progress(clusters.target, commit_topic, name).values())
+        except K2KError:  # the first run has not created the commit topic yet
+            return 0
+
+    try:
+        for kill in range(2):
+            before = committed()
+            proc = K2KProcess(path, tmp_path / f"run-{kill}.log")
+            eventually(lambda b=before: committed() > b, expected=True, timeout=120, interval=0.2)
+            time.sleep(random.Random(kill).uniform(0.0, 2.0))  # the kill's moment, no sync
+            proc.kill()
+    finally:
+        flowing.set()
+        writer.join()
+    result = k2k_cli("start", "--until-caught-up", "-f", str(path), timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    src, dst = read_all(clusters.source, t), read_all(clusters.target, t)
+    kept = 0
+    for part in range(4):
+        expected = [e for r in src[part] if (e := _eos_expected(r)) is not None]
+        got = [Rec(r.key, r.value, r.headers, r.timestamp, -1) for r in dst.get(part, [])]
+        assert len(got) == len(expected), f"partition {part}: {len(got)} != {len(expected)}"
+        assert got == expected, f"partition {part}"
+        kept += len(expected)
+    assert 0 < kept < counts["plain"] + counts["committed"]
