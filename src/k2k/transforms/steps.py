@@ -108,7 +108,7 @@ class _NotJson(_StepError):
 class Record:
     """One record as the steps read and rewrite it; JSON is parsed when a step needs it."""
 
-    __slots__ = ("headers", "inserted", "json", "key", "msg", "target", "topic", "value")
+    __slots__ = ("dirty", "headers", "inserted", "json", "key", "msg", "target", "topic", "value")
 
     def __init__(self, msg: Message, topic: str, target: str) -> None:
         self.msg = msg
@@ -118,8 +118,10 @@ class Record:
         self.value: bytes | None = msg.value()
         headers: Any = msg.headers()  # a list: the stub also allows a dict
         self.headers: list[Header] = headers or []
-        #: Parsed JSON per facet ("key", "value") while a step rewrites it (dumped at the end).
+        #: Parsed JSON per facet ("key", "value"), and the facets a step changed: only those
+        #: are serialized again, so a record no step changed keeps its bytes.
         self.json: dict[str, Any] = {}
+        self.dirty: set[str] = set()
         self.inserted: set[str] = set()
 
     def context(self, names: frozenset[str]) -> dict[str, Any]:
@@ -146,7 +148,7 @@ class Record:
         return ctx
 
     def data(self, facet: str) -> bytes | None:
-        if facet in self.json:
+        if facet in self.dirty:
             self._dump(facet)
         return self.key if facet == "key" else self.value
 
@@ -163,7 +165,7 @@ class Record:
             raise _NotJson(f"the {facet} is not JSON") from None
 
     def edit(self, facet: str) -> Any:
-        """The key's or value's JSON object, to rewrite in place (dumped by :meth:`output`)."""
+        """The key's or value's JSON object, to rewrite in place (tell :meth:`changed`)."""
         obj = self.json.get(facet)
         if obj is None:
             obj = self.parsed(facet)
@@ -172,15 +174,19 @@ class Record:
             self.json[facet] = obj
         return obj
 
+    def changed(self, facet: str) -> None:
+        self.dirty.add(facet)
+
     def _dump(self, facet: str) -> None:
-        data = json.dumps(self.json.pop(facet), separators=(",", ":"), ensure_ascii=False)
+        self.dirty.discard(facet)
+        data = json.dumps(self.json[facet], separators=(",", ":"), ensure_ascii=False)
         if facet == "key":
             self.key = data.encode()
         else:
             self.value = data.encode()
 
     def output(self, keep_headers: bool) -> Output:
-        for facet in list(self.json):
+        for facet in list(self.dirty):
             self._dump(facet)
         headers = self.headers
         if not keep_headers:
@@ -328,14 +334,14 @@ class _JsonStep(_Step):
         self.pass_non_json = step.non_json == "pass"
 
     def fields(self, rec: Record, paths: Sequence[str]) -> Any:
-        """Yields (parent object, field name) of every path present in the record."""
+        """Yields (facet, parent object, field name) of every path present in the record."""
         for path in paths:
             facet, steps, name = _split(path)
             if (rec.key if facet == "key" else rec.value) is None and facet not in rec.json:
                 continue  # a null key or a tombstone: nothing to rewrite
             parent = _parent(rec.edit(facet), steps)
             if parent is not None and name in parent:
-                yield parent, name
+                yield facet, parent, name
 
 
 class _DropFields(_JsonStep):
@@ -344,8 +350,9 @@ class _DropFields(_JsonStep):
         self.paths = tuple(step.fields)
 
     def apply(self, rec: Record) -> bool:
-        for parent, name in list(self.fields(rec, self.paths)):
+        for facet, parent, name in list(self.fields(rec, self.paths)):
             del parent[name]
+            rec.changed(facet)
         return True
 
 
@@ -364,9 +371,13 @@ class _KeepFields(_JsonStep):
             if (rec.key if facet == "key" else rec.value) is None and facet not in rec.json:
                 continue
             parent = _parent(rec.edit(facet), steps)
-            if parent is not None:
-                for name in [k for k in parent if k not in names]:
-                    del parent[name]
+            if parent is None:
+                continue
+            dropped = [k for k in parent if k not in names]
+            for name in dropped:
+                del parent[name]
+            if dropped:
+                rec.changed(facet)
         return True
 
 
@@ -381,9 +392,10 @@ class _MaskFields(_JsonStep):
         return f"<maskFields {self.paths}>"  # never the secret
 
     def apply(self, rec: Record) -> bool:
-        for parent, name in self.fields(rec, self.paths):
+        for facet, parent, name in self.fields(rec, self.paths):
             if parent[name] is not None:
                 parent[name] = self.masked(parent[name])
+                rec.changed(facet)
         return True
 
     def masked(self, value: Any) -> Any:
@@ -418,10 +430,11 @@ class _RenameFields(_JsonStep):
 
     def apply(self, rec: Record) -> bool:
         for path, new in self.renames.items():
-            for parent, name in list(self.fields(rec, (path,))):
+            for facet, parent, name in list(self.fields(rec, (path,))):
                 items = list(parent.items())
                 parent.clear()  # rebuilt in order, as ReplaceField keeps the field order
                 parent.update((new if k == name else k, v) for k, v in items)
+                rec.changed(facet)
         return True
 
 
@@ -437,6 +450,7 @@ class _InsertField(_JsonStep):
         parent = _parent(rec.edit(self.facet), self.steps, create=True)
         assert parent is not None
         parent[self.name] = self.value
+        rec.changed(self.facet)
         return True
 
 

@@ -224,3 +224,15 @@ def test_the_target_topic_is_known_per_topic() -> None:
     assert s is None  # true for every record of the topic: no step left
     s = steps({"filter": {"drop": 'targetTopic == "dr.orders"'}})
     assert run(s, record())[0] == FILTERED
+
+
+def test_a_record_no_step_changed_keeps_its_bytes() -> None:
+    s = steps({"dropFields": {"fields": ["value.absent"]}}, {"maskFields": {"fields": ["value.n"]}})
+    data = b'{ "a" : 1.50,  "n": null }'
+    assert run(s, record(data)) == (KEPT, (b"k", data, []))
+    s = steps({"dropFields": {"fields": ["value.a"]}}, {"filter": {"keep": 'value == "{}"'}})
+    assert run(s, record(data))[0] == FILTERED  # the filter reads the rewritten value
+    s = steps(
+        {"dropFields": {"fields": ["value.a"]}}, {"filter": {"keep": 'value == "{\\"n\\":null}"'}}
+    )
+    assert run(s, record(data)) == (KEPT, (b"k", b'{"n":null}', []))
