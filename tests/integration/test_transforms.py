@@ -196,3 +196,24 @@ def test_exactly_once_with_a_filter_across_kill_9_is_exact(clusters, tmp_path, t
         assert got == expected, f"partition {part}"
         kept += len(expected)
     assert 0 < kept < counts["plain"] + counts["committed"]
+
+
+def test_a_json_step_on_data_that_is_not_json_stops_with_one_line(clusters, tmp_path, topic_name):
+    t = topic_name("xfbad")
+    create_topic(clusters.source, t, 1)
+    produce(clusters.source, t, [(0, b"k", b'{"email": "a@b"}', [], BASE_TS)])
+    produce(clusters.source, t, [(0, b"k", b"plain text", [], BASE_TS + 1)])
+    doc = pipeline_dict(clusters, topic_name("pxfbad"), t)
+    doc["replication"].insert(1, {"transforms": [{"maskFields": {"fields": ["value.email"]}}]})
+    path = write_pipeline(tmp_path, doc)
+    result = k2k_cli("start", "--until-caught-up", "-f", str(path))
+    assert result.returncode == 1
+    lines = [ln for ln in result.stderr.splitlines() if ln.startswith("error:")]
+    assert lines == [
+        f"error: transform failed on {t}[0]@1: replication.transforms[0] (maskFields): "
+        "the value is not JSON"
+    ], result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    # Nothing of the failing record was written (the steps run before a batch is produced).
+    written = [r.value for r in read_all(clusters.target, t).get(0, [])]
+    assert b"plain text" not in written and written in ([], [b'{"email":""}'])
