@@ -57,6 +57,8 @@ class RecordSteps(Protocol):
 
     def run(self, msg: Any) -> tuple[int, Any]: ...
 
+    def outcome(self, msg: Any) -> int: ...
+
 
 #: Builds a topic's steps from (source topic, target topic); None: no step applies to it.
 StepsFactory = Callable[[str, str], RecordSteps | None]

@@ -478,6 +478,37 @@ class TopicSteps:
         self.rewrites = not all(isinstance(s, _Filter | _DropAll) for s in self.steps)
         #: Whether a step rewrites keys or values (JSON steps), not only headers.
         self.rewrites_data = any(isinstance(s, _JsonStep) for s in self.steps)
+        #: Only filters over partition and headers: the chain's outcome is remembered per
+        #: distinct (partition, headers), and for the record before (runs share headers).
+        self._by_headers = all(isinstance(s, _Filter) and s.cacheable for s in self.steps)
+        self._reads_partition = any(
+            "partition" in s.expression.names for s in self.steps if isinstance(s, _Filter)
+        )
+        self._outcomes: dict[Any, int] = {}
+        self._last: tuple[Any, int, int] = (None, -1, KEPT)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_outcomes": {}, "_last": (None, -1, KEPT)}
+
+    def outcome(self, msg: Message) -> int:
+        """:data:`KEPT`, :data:`FILTERED` or :data:`FAILED` for a chain of filters only (no
+        output); raises :class:`TransformFailed`."""
+        if not self._by_headers:
+            return self.run(msg)[0]
+        headers = msg.headers()
+        part = (msg.partition() or 0) if self._reads_partition else 0
+        last_headers, last_part, last = self._last
+        if headers == last_headers and part == last_part:
+            return last
+        key = (part, tuple(headers) if headers else None)
+        found = self._outcomes.get(key)
+        if found is None:
+            found = self.run(msg)[0]
+            if len(self._outcomes) >= _CACHE_LIMIT:
+                self._outcomes.clear()
+            self._outcomes[key] = found
+        self._last = (headers, part, found)
+        return found
 
     def run(self, msg: Message) -> tuple[int, Output | None]:
         """What the steps make of ``msg``: (:data:`KEPT`, its output or None when unchanged),

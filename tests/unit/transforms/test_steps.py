@@ -236,3 +236,24 @@ def test_a_record_no_step_changed_keeps_its_bytes() -> None:
         {"dropFields": {"fields": ["value.a"]}}, {"filter": {"keep": 'value == "{\\"n\\":null}"'}}
     )
     assert run(s, record(data)) == (KEPT, (b"k", b'{"n":null}', []))
+
+
+def test_a_chain_of_header_filters_decides_once_per_distinct_headers() -> None:
+    s = steps(
+        {"filter": {"drop": '"drop" in headers'}},
+        {"filter": {"keep": 'partition != 3 || headers.env == "x"', "onError": "skip"}},
+    )
+    assert s is not None
+    runs = []
+    original = s.run
+    s.run = lambda m: runs.append(m) or original(m)  # type: ignore[method-assign]
+    a, drop, env = [("a", b"1")], [("drop", b"")], [("env", b"x")]
+    arrivals = [(a, 2), (a, 2), (drop, 2), (a, 2), (a, 3), (env, 3), (a, 3)]
+    seen = [
+        s.outcome(record(headers=h, partition=p, offset=i)) for i, (h, p) in enumerate(arrivals)
+    ]
+    assert seen == [KEPT, KEPT, FILTERED, KEPT, FAILED, KEPT, FAILED]
+    assert len(runs) == 4  # one evaluation per distinct (partition, headers)
+    del s.run  # type: ignore[method-assign]
+    again = pickle.loads(pickle.dumps(s))
+    assert again._outcomes == {}  # type: ignore[attr-defined]

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from itertools import compress
+from operator import not_
 from typing import Any
 
 from confluent_kafka import KafkaException, Message, Producer
@@ -30,7 +32,7 @@ from k2k.pipeline.task.identical import Identity
 from k2k.pipeline.task.observe import ProducedRun, RunObserver, RunReport
 from k2k.stages.headers import Header
 from k2k.stages.topicplan import TopicPlan
-from k2k.transforms import FILTERED, KEPT, Output
+from k2k.transforms import FAILED, FILTERED, KEPT, Output
 
 __all__ = ["FAIL_AFTER_ENV", "RecordCopier", "make_copier"]
 
@@ -87,6 +89,7 @@ class RecordCopier:
         #: records of the batch being copied (aligned with it; None: copied as consumed);
         #: records left out by a filter and by ``onError: skip``.
         self.transforming = any(p.steps is not None for p in plans.values())
+        self.rewriting = any(p.steps is not None and p.steps.rewrites for p in plans.values())
         self._outputs: list[Output | None] = []
         self.filtered = 0
         self.failed = 0
@@ -99,6 +102,7 @@ class RecordCopier:
         for topic, plan in plans.items():
             self.plans.setdefault(topic, plan)
         self.transforming = any(p.steps is not None for p in self.plans.values())
+        self.rewriting = any(p.steps is not None and p.steps.rewrites for p in self.plans.values())
         self.only_topic = next(iter(topics)) if len(topics) == 1 else None
         for tp in gone:
             self._read_to.pop(tp, None)
@@ -172,6 +176,8 @@ class RecordCopier:
     def _transform(self, msgs: Sequence[Message]) -> list[Message]:
         """The records of ``msgs`` the topics' steps keep (consumer events too), their
         outputs kept aligned in ``_outputs`` for :meth:`_copy_run`."""
+        if not self.rewriting:
+            return self._filter(msgs)
         kept: list[Message] = []
         outputs: list[Output | None] = []
         plans = self.plans
@@ -191,6 +197,29 @@ class RecordCopier:
             else:
                 self.failed += 1
         self._outputs = outputs
+        return kept
+
+    def _filter(self, msgs: Sequence[Message]) -> list[Message]:
+        """:meth:`_transform` when every topic's steps are filters: no outputs, and with one
+        topic one call per record."""
+        plans, only = self.plans, self.only_topic
+        if only is not None:
+            steps = plans[only].steps
+            if steps is None:
+                return list(msgs)
+            outcome = steps.outcome
+            outcomes = [KEPT if m.error() is not None else outcome(m) for m in msgs]
+        else:
+            outcomes = [
+                KEPT
+                if m.error() is not None or (s := plans[m.topic() or ""].steps) is None
+                else s.outcome(m)
+                for m in msgs
+            ]
+        kept = list(compress(msgs, map(not_, outcomes)))  # KEPT is 0
+        if len(kept) < len(msgs):
+            self.filtered += outcomes.count(FILTERED)
+            self.failed += outcomes.count(FAILED)
         return kept
 
     def _run_end(self, msgs: Sequence[Message], i: int, part: int, topic: str) -> int:
