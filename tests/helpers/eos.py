@@ -7,6 +7,8 @@ import random
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from confluent_kafka import Producer
@@ -99,6 +101,27 @@ def mixed_workload(
                 time.sleep(ahead)  # pacing the load generator, not synchronisation
     assert plain.flush(60) == 0
     return counts
+
+
+@contextmanager
+def background_load(
+    bootstrap: str, topic: str, total: int, partitions: int, rate: float
+) -> Iterator[dict[str, int]]:
+    """:func:`mixed_workload` in a thread while the block runs, stopped at its end; the
+    counts it wrote fill the yielded dict once it stopped."""
+    counts: dict[str, int] = {}
+    stop = threading.Event()
+    writer = threading.Thread(
+        target=lambda: counts.update(
+            mixed_workload(bootstrap, topic, total, partitions, rate=rate, stop=stop)
+        )
+    )
+    writer.start()
+    try:
+        yield counts
+    finally:
+        stop.set()
+        writer.join()
 
 
 def assert_exact(source: str, target: str, topic: str, target_topic: str | None = None) -> int:

@@ -115,6 +115,15 @@ def committed_progress(target: str, topic: str, group: str) -> dict[tuple[str, i
         store.close()
 
 
+def committed_total(target: str, topic: str, group: str) -> int:
+    """The sum of ``group``'s committed positions (0 before its commit topic exists): a
+    number that grows with every commit."""
+    try:
+        return sum(committed_progress(target, topic, group).values())
+    except K2KError:  # no run has created the commit topic yet
+        return 0
+
+
 def wait_progress_past(source: str, target: str, topic: str, name: str) -> None:
     """Wait until pipeline ``name`` (progress on ``target``) committed past every record of
     ``topic`` on ``source`` as it is now: anything it would copy back is visible after."""

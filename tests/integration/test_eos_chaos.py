@@ -14,7 +14,6 @@ import time
 
 import pytest
 
-from k2k.errors import K2KError
 from tests.helpers.eos import (
     assert_exact,
     assert_single_writer,
@@ -24,7 +23,7 @@ from tests.helpers.eos import (
     progress_history,
 )
 from tests.helpers.kafka import create_topic, eventually
-from tests.helpers.pipelines import committed_progress, k2k_cli, write_pipeline
+from tests.helpers.pipelines import committed_total, k2k_cli, write_pipeline
 from tests.helpers.procs import K2KProcess
 
 pytestmark = pytest.mark.integration
@@ -65,10 +64,7 @@ def test_sigkill_ten_times_under_transactional_load_is_exact(clusters, tmp_path,
     started = time.monotonic()
 
     def committed() -> int:
-        try:
-            return sum(committed_progress(clusters.target, commit_topic, name).values())
-        except K2KError:  # the first run has not created the commit topic yet
-            return 0
+        return committed_total(clusters.target, commit_topic, name)
 
     while kills < 10:
         before = committed()

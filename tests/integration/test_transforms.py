@@ -10,20 +10,18 @@ import hashlib
 import hmac
 import json
 import random
-import threading
 import time
 
 import pytest
 
 from k2k.config import load_pipeline
-from k2k.errors import K2KError
 from k2k.verify.job import run_verify
-from tests.helpers.eos import eos_pipeline, mixed_workload
+from tests.helpers.eos import background_load, eos_pipeline
 from tests.helpers.groups import failover_reads
 from tests.helpers.kafka import Rec, create_topic, end_offsets, eventually, produce, read_all
 from tests.helpers.pipelines import (
     BASE_TS,
-    committed_progress,
+    committed_total,
     k2k_cli,
     latest_progress,
     pipeline_dict,
@@ -160,31 +158,18 @@ def test_exactly_once_with_a_filter_across_kill_9_is_exact(clusters, tmp_path, t
     doc["replication"].insert(1, {"transforms": EOS_STEPS})
     path = write_pipeline(tmp_path, doc)
     commit_topic = doc["coordination"]["commit"]["topic"]
-    counts: dict[str, int] = {}
-    flowing = threading.Event()
-    writer = threading.Thread(
-        target=lambda: counts.update(
-            mixed_workload(clusters.source, t, 400_000, 4, rate=5_000, stop=flowing)
-        )
-    )
-    writer.start()
-
-    def committed() -> int:
-        try:
-            return sum(committed_progress(clusters.target, commit_topic, name).values())
-        except K2KError:  # the first run has not created the commit topic yet
-            return 0
-
-    try:
+    with background_load(clusters.source, t, 400_000, 4, rate=5_000) as counts:
         for kill in range(2):
-            before = committed()
+            before = committed_total(clusters.target, commit_topic, name)
             proc = K2KProcess(path, tmp_path / f"run-{kill}.log")
-            eventually(lambda b=before: committed() > b, expected=True, timeout=120, interval=0.2)
+            eventually(
+                lambda b=before: committed_total(clusters.target, commit_topic, name) > b,
+                expected=True,
+                timeout=120,
+                interval=0.2,
+            )
             time.sleep(random.Random(kill).uniform(0.0, 2.0))  # the kill's moment, no sync
             proc.kill()
-    finally:
-        flowing.set()
-        writer.join()
     result = k2k_cli("start", "--until-caught-up", "-f", str(path), timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     src, dst = read_all(clusters.source, t), read_all(clusters.target, t)

@@ -13,7 +13,14 @@ from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
 import cel
-from pydantic import Field, SecretStr, field_validator, model_serializer, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    SecretStr,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from k2k.config.base import K2KModel
 from k2k.config.errors import describe, problems_error, suggest_key
@@ -100,6 +107,9 @@ def _field_path(value: Any) -> str:
             [((), describe("not a field path", got=value, expected=_FIELD_EXPECTED))]
         )
     return str(value)
+
+
+FieldPath = Annotated[str, BeforeValidator(_field_path), FieldDoc("field path", _FIELD_EXPECTED)]
 
 
 class ConditionalStep(K2KModel):
@@ -257,12 +267,9 @@ class DropFields(JsonStep):
     """``dropFields``: remove fields from JSON keys or values (absent fields are no error)."""
 
     kind: ClassVar[str] = "dropFields"
-    fields: list[str] = Field(min_length=1, description="Field paths, e.g. `value.card.number`.")
-
-    @field_validator("fields", mode="before")
-    @classmethod
-    def _paths(cls, value: Any) -> Any:
-        return [_field_path(v) for v in value] if isinstance(value, list) else value
+    fields: list[FieldPath] = Field(
+        min_length=1, description="Field paths, e.g. `value.card.number`."
+    )
 
 
 class KeepFields(JsonStep):
@@ -270,12 +277,7 @@ class KeepFields(JsonStep):
     ``include``); fields of other objects are untouched."""
 
     kind: ClassVar[str] = "keepFields"
-    fields: list[str] = Field(min_length=1, description="Field paths, e.g. `value.id`.")
-
-    @field_validator("fields", mode="before")
-    @classmethod
-    def _paths(cls, value: Any) -> Any:
-        return [_field_path(v) for v in value] if isinstance(value, list) else value
+    fields: list[FieldPath] = Field(min_length=1, description="Field paths, e.g. `value.id`.")
 
 
 class MaskFields(JsonStep):
@@ -285,7 +287,7 @@ class MaskFields(JsonStep):
     work."""
 
     kind: ClassVar[str] = "maskFields"
-    fields: list[str] = Field(min_length=1, description="Field paths, e.g. `value.email`.")
+    fields: list[FieldPath] = Field(min_length=1, description="Field paths, e.g. `value.email`.")
     replacement: str | None = Field(
         None,
         description="Text that replaces the value (for a number or boolean field, its value "
@@ -297,11 +299,6 @@ class MaskFields(JsonStep):
         "in hex (not with `replacement`); keep it out of the file with a placeholder "
         "(`${env:MASK_KEY}`).",
     )
-
-    @field_validator("fields", mode="before")
-    @classmethod
-    def _paths(cls, value: Any) -> Any:
-        return [_field_path(v) for v in value] if isinstance(value, list) else value
 
     @model_validator(mode="after")
     def _one_mask(self) -> MaskFields:
@@ -316,29 +313,17 @@ class RenameFields(JsonStep):
     """``renameFields``: rename JSON fields in place (the new name is in the same object)."""
 
     kind: ClassVar[str] = "renameFields"
-    fields: dict[str, str] = Field(
+    fields: dict[FieldPath, str] = Field(
         min_length=1, description="Field path: new name, e.g. `value.cust: customer`."
     )
-
-    @field_validator("fields", mode="before")
-    @classmethod
-    def _paths(cls, value: Any) -> Any:
-        if isinstance(value, Mapping):
-            return {_field_path(k): v for k, v in value.items()}
-        return value
 
 
 class InsertField(JsonStep):
     """``insertField``: set a JSON field to a fixed value (objects on the way are created)."""
 
     kind: ClassVar[str] = "insertField"
-    field: str = Field(description="The field's path, e.g. `value.origin`.")
+    field: FieldPath = Field(description="The field's path, e.g. `value.origin`.")
     value: str | int | float | bool | None = Field(description="The value (any JSON scalar).")
-
-    @field_validator("field", mode="before")
-    @classmethod
-    def _path(cls, value: Any) -> Any:
-        return _field_path(value)
 
 
 Step = (

@@ -48,7 +48,7 @@ CASES = [
     ),
     pytest.param(
         with_steps({"maskFields": {"fields": ["email"]}}),
-        "replication.transforms[0].maskFields.fields: not a field path, got 'email'",
+        "replication.transforms[0].maskFields.fields[0]: not a field path, got 'email'",
         id="field-path",
     ),
     pytest.param(
