@@ -96,7 +96,18 @@ def _expression(value: Any) -> str:
     return value
 
 
-Expression = Annotated[str, FieldDoc("CEL expression", _EXPRESSION_EXPECTED)]
+Expression = Annotated[
+    str, BeforeValidator(_expression), FieldDoc("CEL expression", _EXPRESSION_EXPECTED)
+]
+
+
+def _one_of(first: object, second: object, what: str, choices: str) -> None:
+    """Refuse a step that sets both or neither of two exclusive keys."""
+    if (first is None) == (second is None):
+        expected = f"either {choices}, not both"
+        raise problems_error([((), describe(what, expected=expected))])
+
+
 _FIELD_EXPECTED = "a dotted path starting with key. or value., e.g. value.customer.email"
 
 
@@ -129,11 +140,6 @@ class ConditionalStep(K2KModel):
         "of the copy (counted in `k2k.transform.records` with `outcome: failed`).",
     )
 
-    @field_validator("when", mode="before")
-    @classmethod
-    def _when(cls, value: Any) -> Any:
-        return None if value is None else _expression(value)
-
 
 class JsonStep(ConditionalStep):
     """A step that rewrites JSON keys or values."""
@@ -164,25 +170,9 @@ class Filter(K2KModel):
         "one line naming the record; `skip` leaves the record out.",
     )
 
-    @field_validator("drop", "keep", mode="before")
-    @classmethod
-    def _condition(cls, value: Any) -> Any:
-        return None if value is None else _expression(value)
-
     @model_validator(mode="after")
     def _one_condition(self) -> Filter:
-        if (self.drop is None) == (self.keep is None):
-            raise problems_error(
-                [
-                    (
-                        (),
-                        describe(
-                            "needs a condition",
-                            expected="either drop: EXPR or keep: EXPR, not both",
-                        ),
-                    )
-                ]
-            )
+        _one_of(self.drop, self.keep, "needs a condition", "drop: EXPR or keep: EXPR")
         return self
 
     @property
@@ -206,25 +196,9 @@ class InsertHeader(ConditionalStep):
         None, description="An expression whose result, as text, is the value (not with `value`)."
     )
 
-    @field_validator("expression", mode="before")
-    @classmethod
-    def _value_expression(cls, value: Any) -> Any:
-        return None if value is None else _expression(value)
-
     @model_validator(mode="after")
     def _one_value(self) -> InsertHeader:
-        if (self.value is None) == (self.expression is None):
-            raise problems_error(
-                [
-                    (
-                        (),
-                        describe(
-                            "needs a value",
-                            expected="either value: TEXT or expression: EXPR, not both",
-                        ),
-                    )
-                ]
-            )
+        _one_of(self.value, self.expression, "needs a value", "value: TEXT or expression: EXPR")
         return self
 
 
