@@ -20,6 +20,7 @@ from k2k.config.mm2_notes import (
     advice_for,
     unknown_advice,
 )
+from k2k.config.properties import parse_list
 
 __all__ = [
     "DEFAULT_POLICY",
@@ -79,11 +80,6 @@ class _Role:
 
     def put(self, layer: Mapping[str, tuple[str, str]]) -> None:
         self.entries.update(layer)
-
-
-def parse_list(text: str) -> list[str]:
-    """An MM2 list value: comma-separated, blanks around items dropped, empty items too."""
-    return [item.strip() for item in text.split(",") if item.strip()]
 
 
 def _regex(items: Sequence[str]) -> str:
