@@ -58,10 +58,10 @@ SKIP_TRANSFORMS = click.option(
     "--skip-unsupported-transforms",
     "skip_transforms",
     is_flag=True,
-    help="With --mm2: run a file whose flows declare Connect transforms or predicates, "
-    "which k2k cannot run, copying every record unchanged (one warning per transform). "
-    "Without it such a file is refused: a filter or mask left out copies what it was "
-    "meant to stop.",
+    help="With --mm2: run a file whose flows declare Connect transforms k2k does not map "
+    "(docs/mm2.md#transforms-and-predicates): the ones it maps still apply, records pass the "
+    "others unchanged (one warning each). Without it such a file is refused: a filter or "
+    "mask left out copies what it was meant to stop.",
 )
 CLUSTERS = click.option(
     "--clusters",

@@ -29,6 +29,7 @@ import yaml
 
 from k2k.config.loader import build_pipeline
 from k2k.config.mm2_notes import Note, advice_for
+from k2k.config.mm2_transforms import unsupported_line
 from k2k.config.mm2_translate import Flow, FlowBuilder, enabled_or_disabled, parse_list
 from k2k.config.model import PipelineConfig
 from k2k.config.properties import read_properties
@@ -60,24 +61,6 @@ def _enabled_flows(
             if value is not None and enabled_or_disabled(value, key, problems) == "enabled":
                 flows.append((source, target))
     return flows
-
-
-def _transforms(props: Mapping[str, str]) -> list[str]:
-    """Each transform and predicate the file declares (at the top or for a flow), as
-    ``key: name (class)``.
-
-    >>> _transforms({"transforms": "mask", "transforms.mask.type": "MaskField$Value",
-    ...              "A->B.predicates": "p", "A->B.predicates.p.type": "HasHeaderKey"})
-    ['transforms: mask (MaskField$Value)', 'A->B.predicates: p (HasHeaderKey)']
-    """
-    found = []
-    for key, value in props.items():
-        if key.rpartition(".")[2] not in ("transforms", "predicates"):
-            continue
-        for name in parse_list(value):
-            kind = props.get(f"{key}.{name}.type", "no type given")
-            found.append(f"{key}: {name} ({kind})")
-    return found
 
 
 def _provider_references(props: Mapping[str, str], problems: list[str]) -> None:
@@ -143,18 +126,10 @@ def read_mm2(
     """The flows of the MM2 file at ``path``, limited to targets in ``clusters`` when given.
 
     Raises ConfigError with one line per bad property, each naming the file and property;
-    one line for Connect transforms or predicates, which k2k cannot run, unless
-    ``skip_transforms`` (then each is noted as not applied).
+    one line for the Connect transforms k2k cannot run (:mod:`k2k.config.mm2_transforms`
+    maps the others), unless ``skip_transforms`` (then each is noted as not applied).
     """
     props = read_properties(path)
-    declared = _transforms(props)
-    if declared and not skip_transforms:
-        raise ConfigError(
-            f"{path}: {'; '.join(declared)}: Connect transforms and predicates cannot run in "
-            "k2k, and without them records would be copied unfiltered and unmasked; expected "
-            "a file without them, or --skip-unsupported-transforms to copy every record "
-            "unchanged"
-        )
     problems: list[str] = []
     aliases = parse_list(props.get("clusters", ""))
     if not aliases:
@@ -179,6 +154,8 @@ def read_mm2(
     problems.extend(builder.problems)
     if problems:
         raise ConfigError([f"{path}: {p}" for p in dict.fromkeys(problems)])
+    if builder.unsupported and not skip_transforms:
+        raise ConfigError(unsupported_line(path, builder.unsupported))
     notes = _file_notes(props, aliases, builder.used, pairs)
     return MM2File(path, tuple(flows), tuple(notes))
 

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["SOURCE_PRODUCER", "Note", "advice_for", "is_transform_key", "unknown_advice"]
+__all__ = [
+    "SOURCE_PRODUCER",
+    "TRANSFORM_SKIPPED",
+    "Note",
+    "advice_for",
+    "is_transform_key",
+    "unknown_advice",
+]
 
 
 @dataclass(frozen=True)
@@ -104,10 +111,12 @@ def _is_worker_key(key: str) -> bool:
     return key.startswith(_WORKER_PREFIXES)
 
 
-#: What a Connect transform or predicate property says once the user chose to run anyway.
-TRANSFORM_SKIPPED = (
-    "NOT applied (--skip-unsupported-transforms): every record is copied unchanged, unfiltered "
-    "and unmasked"
+#: What an unsupported transform says once the user chose to run anyway.
+TRANSFORM_SKIPPED = "NOT applied (--skip-unsupported-transforms): records pass it unchanged"
+_TOP_LEVEL_TRANSFORM = (
+    "MM2 ignores top-level transform and predicate options in dedicated mode (its connectors "
+    "take only the transforms and predicates lists from the top level): not applied; write it "
+    "as <source>-><target>.{key}"
 )
 
 
@@ -118,7 +127,7 @@ def is_transform_key(key: str) -> bool:
 
 def _advice(key: str) -> str | None:
     if is_transform_key(key):
-        return TRANSFORM_SKIPPED
+        return _TOP_LEVEL_TRANSFORM.format(key=key)
     for name, advice in _CONNECTOR_ADVICE.items():
         if key == name or (name == "config.providers" and key.startswith(name)):
             return advice

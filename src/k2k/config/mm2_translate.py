@@ -20,6 +20,8 @@ from k2k.config.mm2_notes import (
     advice_for,
     unknown_advice,
 )
+from k2k.config.mm2_transforms import read_chain
+from k2k.config.properties import parse_list
 
 __all__ = [
     "DEFAULT_POLICY",
@@ -79,11 +81,6 @@ class _Role:
 
     def put(self, layer: Mapping[str, tuple[str, str]]) -> None:
         self.entries.update(layer)
-
-
-def parse_list(text: str) -> list[str]:
-    """An MM2 list value: comma-separated, blanks around items dropped, empty items too."""
-    return [item.strip() for item in text.split(",") if item.strip()]
 
 
 def _regex(items: Sequence[str]) -> str:
@@ -149,6 +146,8 @@ class FlowBuilder:
         self.problems: list[str] = []
         self.used: set[str] = set()
         self.notes: list[Note] = []
+        #: Transforms k2k cannot run, one line each (refused unless skipped on request).
+        self.unsupported: list[str] = []
 
     def build(self, source: str, target: str) -> Flow:
         layers = _Layers(self.props, source, target)
@@ -166,6 +165,7 @@ class FlowBuilder:
             "target": {"alias": target, "kafka": self._clients(target, _TARGET, (top, tgt, flow))},
         }
         self._connector(layers, pipeline)
+        self._transforms(layers, pipeline)
         self._target_worker(tgt, pipeline)
         self._cluster_leftovers(src, target_side=False)
         self._flow_leftovers(flow)
@@ -255,6 +255,18 @@ class FlowBuilder:
         self._heartbeats(layers, pipeline)
         self._topic_sync(layers, pipeline)
         self._checkpoints(layers, pipeline)
+
+    def _transforms(self, layers: _Layers, pipeline: dict[str, Any]) -> None:
+        """The flow's Connect transforms as a ``transforms`` stage between source and sink."""
+        label = layers.flow_prefix[:-1]
+        listed = self._value(layers, "transforms"), self._value(layers, "predicates")
+        chain = read_chain(layers.flow(), label, *listed, self.props)
+        self.used.update(chain.used)
+        self.notes.extend(chain.notes)
+        self.problems.extend(chain.problems)
+        self.unsupported.extend(chain.unsupported)
+        if chain.steps:
+            pipeline["replication"].insert(1, {"transforms": chain.steps})
 
     def _selection(self, layers: _Layers) -> dict[str, Any]:
         selection: dict[str, Any] = {"topic": ".*"}

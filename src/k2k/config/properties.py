@@ -12,7 +12,7 @@ from pathlib import Path
 
 from k2k.errors import ConfigError
 
-__all__ = ["parse_properties", "read_properties"]
+__all__ = ["parse_list", "parse_properties", "read_properties"]
 
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 _SEPARATORS = "=: \t\f"
@@ -92,3 +92,9 @@ def read_properties(path: Path) -> dict[str, str]:
         return parse_properties(text)
     except ValueError:
         raise ConfigError(f"{path}: bad \\u escape in the MM2 properties file") from None
+
+
+def parse_list(text: str) -> list[str]:
+    """A list value (Connect's LIST type): comma-separated, blanks around items dropped,
+    empty items too."""
+    return [item.strip() for item in text.split(",") if item.strip()]

@@ -294,56 +294,36 @@ def test_bench_files_give_yaml_k2k_validate_accepts(tmp_path: Path, name: str) -
 
 TRANSFORMS = (
     "transforms = dropTest, mask\n"
-    "transforms.dropTest.type = org.apache.kafka.connect.transforms.Filter\n"
-    "transforms.dropTest.predicate = isTest\n"
-    "transforms.mask.type = org.apache.kafka.connect.transforms.MaskField$Value\n"
-    "transforms.mask.fields = ssn\n"
+    "A->B.transforms.dropTest.type = org.apache.kafka.connect.transforms.Filter\n"
+    "A->B.transforms.dropTest.predicate = isTest\n"
+    "A->B.transforms.mask.type = org.apache.kafka.connect.transforms.MaskField$Value\n"
+    "A->B.transforms.mask.fields = ssn\n"
     "A->B.predicates = isTest\n"
     "A->B.predicates.isTest.type = org.apache.kafka.connect.transforms.predicates."
     "TopicNameMatches\n"
+    "A->B.predicates.isTest.pattern = .*test.*\n"
 )
+TRANSFORM_STEPS = [
+    {"filter": {"drop": 'targetTopic.matches("^(?:.*test.*)$")'}},
+    {"maskFields": {"fields": ["value.ssn"]}},
+]
 
 
-@pytest.mark.parametrize("command", ["validate", "start"])
-def test_transforms_are_refused_in_one_line_rather_than_left_out(
-    tmp_path: Path, command: str
-) -> None:
-    """A filter or a mask k2k cannot run would copy what it was meant to stop: refused
-    before anything connects, naming every transform and predicate and the way out."""
+def test_supported_transforms_are_mapped_rather_than_refused(tmp_path: Path) -> None:
+    """A file whose transforms k2k maps runs, with them as the flow's transforms stage
+    (tests/unit/config/test_mm2_transforms.py covers each class and the refusal of others)."""
     path = _write(tmp_path, BASE + TRANSFORMS)
-    done = subprocess.run([*K2K, command, "--mm2", str(path)], capture_output=True, text=True)
-    assert done.returncode == 2
-    assert done.stderr == (
-        f"error: {path}: transforms: dropTest (org.apache.kafka.connect.transforms.Filter); "
-        "transforms: mask (org.apache.kafka.connect.transforms.MaskField$Value); "
-        "A->B.predicates: isTest (org.apache.kafka.connect.transforms.predicates."
-        "TopicNameMatches): Connect transforms and predicates cannot run in k2k, and without "
-        "them records would be copied unfiltered and unmasked; expected a file without them, "
-        "or --skip-unsupported-transforms to copy every record unchanged\n"
-    )
-
-
-def test_transforms_skipped_on_request_are_each_noted_as_not_applied(tmp_path: Path) -> None:
-    mm2 = read_mm2(_write(tmp_path, BASE + TRANSFORMS), skip_transforms=True)
-    notes = [line for line in all_notes(mm2) if "NOT applied" in line]
-    keys = {re.search(r"(\S+): NOT applied", line).group(1) for line in notes}  # type: ignore[union-attr]
-    assert keys == {
-        "transforms",
-        "transforms.dropTest.type",
-        "transforms.dropTest.predicate",
-        "transforms.mask.type",
-        "transforms.mask.fields",
-        "A->B.predicates",
-        "A->B.predicates.isTest.type",
-    }
-    path = tmp_path / "mm2.properties"
-    done = subprocess.run(
-        [*K2K, "validate", "--mm2", str(path), "--skip-unsupported-transforms"],
-        capture_output=True,
-        text=True,
-    )
+    done = subprocess.run([*K2K, "validate", "--mm2", str(path)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert "#   transforms.mask.type: NOT applied (--skip-unsupported-transforms)" in done.stdout
+    assert "#" not in done.stdout  # nothing to note: every transform property was mapped
+    stages = yaml.safe_load(done.stdout)["replication"]
+    assert stages[1] == {"transforms": TRANSFORM_STEPS}
+
+
+def test_skipping_unsupported_transforms_keeps_the_supported_ones(tmp_path: Path) -> None:
+    mm2 = read_mm2(_write(tmp_path, BASE + TRANSFORMS), skip_transforms=True)
+    assert all_notes(mm2) == []
+    assert mm2.flows[0].pipeline["replication"][1] == {"transforms": TRANSFORM_STEPS}
 
 
 def test_overridden_properties_of_a_running_flow_are_called_overridden(tmp_path: Path) -> None:
