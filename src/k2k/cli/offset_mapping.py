@@ -11,6 +11,7 @@ import click
 from k2k.cli.cutover import offset_mapping_report
 from k2k.cli.errorboundary import one_line_errors
 from k2k.cli.logsetup import setup_logging
+from k2k.cli.notices import echo_inert, log_inert
 from k2k.cli.options import FILES, TELEMETRY, check_telemetry_environment
 from k2k.cli.signals import on_stop_signals
 from k2k.cli.termination import TEMPLATE_ENGINE, termination_log
@@ -55,6 +56,7 @@ def offset_mapping_start(
 
     setup_logging(verbose)
     cfg = load_offset_mapping_app(list(files), templates=template_engine)
+    log_inert(cfg)
     metrics = None
     if telemetry:
         check_telemetry_environment()
@@ -78,6 +80,7 @@ def offset_mapping_validate(files: Sequence[str], template_engine: bool) -> None
     from k2k.config import load_offset_mapping_app, render_effective
 
     cfg = load_offset_mapping_app(list(files), templates=template_engine)
+    echo_inert(cfg)
     click.echo(render_effective(cfg), nl=False)
 
 

@@ -16,6 +16,7 @@ import click
 
 from k2k.cli.errorboundary import one_line_errors
 from k2k.cli.logsetup import setup_logging
+from k2k.cli.notices import log_inert
 from k2k.cli.options import (
     CLUSTERS,
     FILES_OR_MM2,
@@ -127,6 +128,7 @@ def start(
     options = _StartOptions(until_caught_up, instance, standby, telemetry, spark_log_level)
     if mm2_file is None:
         cfg = load_pipeline(list(files), templates=template_engine)
+        log_inert(cfg)
         if reverse:
             cfg, options = _reversed(cfg, options)
     else:

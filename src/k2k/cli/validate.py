@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from k2k.cli.errorboundary import one_line_errors
+from k2k.cli.notices import echo_inert
 from k2k.cli.options import (
     CLUSTERS,
     FILES_OR_MM2,
@@ -77,6 +78,7 @@ def validate(
         _print_reverse(cfg)
         return
     if not check:
+        echo_inert(cfg)
         click.echo(render_effective(cfg), nl=False)
         return
     from k2k.errors import ClusterError

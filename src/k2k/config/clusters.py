@@ -17,6 +17,7 @@ from k2k.config.base import K2KModel
 from k2k.config.base import raise_problems as _raise
 from k2k.config.fields import Duration
 from k2k.config.hints import FieldDoc
+from k2k.config.inert import ClientMap
 from k2k.config.schema_mapping import RegistryConnection
 from k2k.errors import ConfigError
 
@@ -34,6 +35,7 @@ KafkaProperties = Annotated[
         "map of Kafka client properties",
         "a mapping of Kafka client property names (Java or librdkafka spelling) to values",
     ),
+    ClientMap(),
 ]
 
 

@@ -14,6 +14,7 @@ from pydantic import Field, model_serializer, model_validator
 from k2k.config.base import K2KModel
 from k2k.config.fields import Flag, parse_flag
 from k2k.config.hints import FieldDoc
+from k2k.config.inert import Inert
 
 __all__ = ["Features", "TracingToggles"]
 
@@ -92,7 +93,12 @@ class Features(K2KModel):
         "registry's to the target registry's, registering schemas there (`schemaMapping`, "
         "`source.registry`, `target.registry`; docs/schema-mapping.md).",
     )
-    optimize_offset_commit_partition: Flag = Field(
+    optimize_offset_commit_partition: Annotated[
+        Flag,
+        Inert(
+            "k2k places progress records by their key (docs/operations.md#commit-topic-partitions)"
+        ),
+    ] = Field(
         True,
         description="Accepted for K2K compatibility; the value changes nothing. (In K2K, "
         "`enabled` sends all of an instance's commit messages to one partition of the commit "

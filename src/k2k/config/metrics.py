@@ -6,10 +6,13 @@ the standard ``OTEL_*`` environment variables, read when ``-t/--telemetry`` is g
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import Field
 
 from k2k.config.base import K2KModel
 from k2k.config.fields import TopicName
+from k2k.config.inert import Inert
 
 __all__ = [
     "AppMetricPrefixes",
@@ -52,15 +55,18 @@ class PipelineMetrics(K2KModel):
     kafka: MetricsKafka = Field(default_factory=MetricsKafka, description="The metrics topic.")
 
 
+_NO_CLIENT_METRICS = Inert("the app exports no Kafka client metrics")
+
+
 class AppMetricPrefixes(K2KModel):
     """Name prefixes of the Offset Mapping app's metrics."""
 
-    target_consumer: str = Field(
+    target_consumer: Annotated[str, _NO_CLIENT_METRICS] = Field(
         "k2k.offsetmapping.consumer.control.",
         description="Prefix of the target consumer's Kafka client metrics. Accepted for K2K "
         "compatibility; librdkafka's client statistics are not exported.",
     )
-    target_producer: str = Field(
+    target_producer: Annotated[str, _NO_CLIENT_METRICS] = Field(
         "k2k.offsetmapping.producer.",
         description="Prefix of the target producer's Kafka client metrics. Accepted for K2K "
         "compatibility; librdkafka's client statistics are not exported.",

@@ -33,6 +33,7 @@ from k2k.config.fields import FreeMapping
 from k2k.config.heartbeats import Heartbeats
 from k2k.config.hints import FieldDoc
 from k2k.config.identical import identical_offsets_problems
+from k2k.config.inert import LICENSE, inert_keys
 from k2k.config.mapping import OffsetMappingSettings
 from k2k.config.metrics import PipelineMetrics
 from k2k.config.replication import STAGES_EXPECTED, Replication
@@ -73,7 +74,7 @@ class PipelineConfig(K2KModel):
         description="Pipeline identity (required). Used in transactional ids, the default commit "
         "group and tracing headers.",
     )
-    license: FreeMapping | None = license_field()
+    license: Annotated[FreeMapping | None, LICENSE] = license_field()
     features: Features = Field(default_factory=Features, description="Feature switches.")
     source: Annotated[
         SourceCluster, FieldDoc("mapping", "a mapping with kafka.common.bootstrap.servers")
@@ -383,6 +384,10 @@ class PipelineConfig(K2KModel):
         ``auto.offset.reset``, earliest unless it says latest."""
         reset = self.source_client("consumer").get("auto.offset.reset", "earliest")
         return "latest" if reset in ("latest", "largest", "end") else "earliest"
+
+    def inert_keys(self) -> list[tuple[str, str]]:
+        """(key path, why) for each key this file sets that has no effect in k2k."""
+        return inert_keys(self)
 
     def source_client(self, role: str) -> dict[str, str]:
         """librdkafka properties for a source client; ``role`` is ``consumer`` or ``admin``."""

@@ -32,6 +32,7 @@ from k2k.config.errors import describe
 from k2k.config.features import Features
 from k2k.config.fields import Count, Duration, Flag, FreeMapping
 from k2k.config.hints import FieldDoc
+from k2k.config.inert import LICENSE, Inert, inert_keys
 from k2k.config.mapping import OffsetMappingSettings
 from k2k.config.metrics import AppMetricPrefixes, AppMetrics, MetricsKafka
 from k2k.config.model import NAME_DOC, NAME_PATTERN, PipelineConfig
@@ -123,15 +124,20 @@ class Groups(K2KModel):
         return NameSelection(self.consumer_groups).match(name)
 
 
+_WAITS_ITSELF = Inert(
+    "k2k checks a control topic it created until it is ready, for up to target.connectTimeout"
+)
+
+
 class AppConfiguration(K2KModel):
     """How the app waits for a control topic it created."""
 
-    auto_control_topic_creation_check_delay: Duration = Field(
+    auto_control_topic_creation_check_delay: Annotated[Duration, _WAITS_ITSELF] = Field(
         timedelta(milliseconds=750),
         description="Accepted for K2K compatibility; no effect: k2k checks a control topic it "
         "created until it is ready, for up to `target.connectTimeout`.",
     )
-    auto_control_topic_creation_max_attempts: Count = Field(
+    auto_control_topic_creation_max_attempts: Annotated[Count, _WAITS_ITSELF] = Field(
         10,
         ge=1,
         description="Accepted for K2K compatibility; no effect (see "
@@ -170,7 +176,7 @@ class OffsetMappingAppConfig(K2KModel):
         "each do every pass; the guard (`features.applyMappingsGuard`) keeps them from "
         "undoing each other's commits.",
     )
-    license: FreeMapping | None = license_field()
+    license: Annotated[FreeMapping | None, LICENSE] = license_field()
     features: AppFeatures = Field(default_factory=AppFeatures, description="Feature switches.")
     source: Annotated[
         SourceCluster, FieldDoc("mapping", "a mapping with kafka.common.bootstrap.servers")
@@ -218,6 +224,15 @@ class OffsetMappingAppConfig(K2KModel):
                 ]
             )
         return self
+
+    def inert_keys(self) -> list[tuple[str, str]]:
+        """(key path, why) for each key this file sets that has no effect in the app."""
+        found = inert_keys(self)
+        if self.source.kafka.consumer:
+            found.append(("source.kafka.consumer", "the app reads groups with the admin client"))
+        if "replicated" in self.topic_creation.model_fields_set:
+            found.append(("topicCreation.replicated", "the app creates no replicated topics"))
+        return found
 
     def source_client(self, role: str) -> dict[str, str]:
         """librdkafka properties for a source client; ``role`` is ``consumer`` or ``admin``."""

@@ -16,11 +16,12 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, TypeAdapter
 from pydantic.fields import FieldInfo
 
-from k2k.config import client_rules
+from k2k.config import client_rules, k2k_keys
 from k2k.config.clusters import SourceCluster, TargetCluster
 from k2k.config.durations import UNIT_SPELLINGS
 from k2k.config.features import TracingToggles
 from k2k.config.hints import FieldDoc
+from k2k.config.inert import GROUP_PROPERTIES
 from k2k.config.model import PipelineConfig
 from k2k.config.offset_mapping import OffsetMappingAppConfig
 from k2k.config.topics import TopicCreation
@@ -356,6 +357,34 @@ def _transform_sections() -> Iterator[str]:
         yield from _table(model, f"replication.transforms[].{model.kind}")
 
 
+def _k2k_key_sections() -> Iterator[str]:
+    yield "\n## Keys with no effect\n"
+    yield (
+        "K2K files load unchanged, but a key k2k reads and ignores would mislead: these are "
+        "accepted, and `k2k validate` prints (`k2k start` and `k2k offset-mapping start` log) "
+        "one warning naming each one a file sets: `warning: license: accepted, no effect: "
+        "...`. They are the `license` block, `features.optimizeOffsetCommitPartition`, the "
+        "Offset Mapping app's `metrics.prefix.targetConsumer` / `targetProducer`, "
+        "`configuration.*`, `source.kafka.consumer` and `topicCreation.replicated`, and these "
+        "consumer-group properties in any client map (k2k assigns partitions to its "
+        "consumers itself and never commits offsets to a Kafka group): "
+        + ", ".join(f"`{name}`" for name in GROUP_PROPERTIES)
+        + "."
+    )
+    yield "\n## K2K's reference files, key by key\n"
+    yield (
+        "Every key of Lenses K2K's reference pipeline file and Offset Mapping app keys, and "
+        "what k2k does with it (checked by `tests/unit/config/test_k2k_keys.py`, which loads "
+        "both files): `read` (it has its documented effect), `warning` (accepted, no effect, "
+        "one warning), `refused` (one-line error)."
+    )
+    for title, table in (("pipeline", k2k_keys.PIPELINE), ("Offset Mapping app", k2k_keys.APP)):
+        yield f"\n| {title} key | outcome | what k2k does |"
+        yield "|---|---|---|"
+        for key, (outcome, note) in table.items():
+            yield f"| `{key}` | {outcome} | {_escape(note)} |"
+
+
 def generate() -> str:
     """The whole Markdown reference."""
     units = "; ".join(
@@ -368,6 +397,7 @@ def generate() -> str:
         *_sections(PipelineConfig),
         *_transform_sections(),
         *_client_sections(),
+        *_k2k_key_sections(),
         example,
         *_app_sections(),
     ]
