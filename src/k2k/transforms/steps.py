@@ -232,9 +232,8 @@ class _Filter(_Step):
     def keeps(self, rec: Record) -> bool:
         if not self.cacheable:
             return self.expression.truth(rec.context(self.expression.names)) != self.drops
-        msg = rec.msg
-        headers = msg.headers()
-        cache_key = (msg.partition(), tuple(headers) if headers else None)
+        # The headers as the steps before left them: an inserted header may differ per record.
+        cache_key = (rec.msg.partition(), tuple(rec.headers))
         kept = self._cache.get(cache_key)
         if kept is None:
             kept = self.expression.truth(rec.context(self.expression.names)) != self.drops

@@ -257,3 +257,12 @@ def test_a_chain_of_header_filters_decides_once_per_distinct_headers() -> None:
     del s.run  # type: ignore[method-assign]
     again = pickle.loads(pickle.dumps(s))
     assert again._outcomes == {}  # type: ignore[attr-defined]
+
+
+def test_a_header_filter_after_a_header_step_decides_on_the_headers_it_sees() -> None:
+    s = steps(
+        {"insertHeader": {"name": "o", "expression": "string(offset % 2)"}},
+        {"filter": {"keep": 'headers.o == "0"'}},
+    )
+    outcomes = [run(s, record(headers=[("a", b"1")], offset=i))[0] for i in range(4)]
+    assert outcomes == [KEPT, FILTERED, KEPT, FILTERED]
