@@ -17,11 +17,19 @@ class K2KProcess:
     """One ``k2k start`` in its own session (driver, Spark JVM and Python workers), its
     output in a file (a pipe nobody reads would block a long run)."""
 
-    def __init__(self, path: Path, log: Path, *args: str, env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        path: Path,
+        log: Path,
+        *args: str,
+        env: dict[str, str] | None = None,
+        flag: str = "-f",
+    ):
+        """``flag``: how ``path`` is given (``--mm2`` for a MirrorMaker 2 file)."""
         self.log = log
         self._out = log.open("wb")
         self.proc = subprocess.Popen(
-            [*K2K, "start", "-v", "-f", str(path), *args],
+            [*K2K, "start", "-v", flag, str(path), *args],
             start_new_session=True,
             stdout=self._out,
             stderr=subprocess.STDOUT,

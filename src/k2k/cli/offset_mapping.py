@@ -12,7 +12,16 @@ from k2k.cli.cutover import offset_mapping_report
 from k2k.cli.errorboundary import one_line_errors
 from k2k.cli.logsetup import setup_logging
 from k2k.cli.notices import echo_inert, log_inert
-from k2k.cli.options import FILES, TELEMETRY, check_telemetry_environment
+from k2k.cli.options import (
+    CLUSTERS,
+    FILES,
+    FILES_OR_MM2,
+    MM2,
+    TELEMETRY,
+    check_telemetry_environment,
+    clusters_list,
+    one_source,
+)
 from k2k.cli.signals import on_stop_signals
 from k2k.cli.termination import TEMPLATE_ENGINE, termination_log
 
@@ -25,7 +34,9 @@ def offset_mapping() -> None:
 
 
 @offset_mapping.command("start")
-@FILES
+@FILES_OR_MM2
+@MM2
+@CLUSTERS
 @click.option(
     "--once",
     is_flag=True,
@@ -43,18 +54,32 @@ def offset_mapping() -> None:
 @one_line_errors
 @termination_log
 def offset_mapping_start(
-    files: Sequence[str], once: bool, telemetry: bool, verbose: int, template_engine: bool
+    files: Sequence[str],
+    mm2_file: str | None,
+    clusters: str | None,
+    once: bool,
+    telemetry: bool,
+    verbose: int,
+    template_engine: bool,
 ) -> None:
     """Keep the target's consumer groups at the translated positions of the source's.
 
     Reads the app's configuration (K2K's Offset Mapping layout); a replicator pipeline file
     plus an overlay of the app's keys works too (-f pipeline.yaml -f offset-mapping.yaml),
-    replicator-only keys are ignored. Never writes to the source cluster.
+    replicator-only keys are ignored. With --mm2, the groups of each enabled flow of a
+    MirrorMaker 2 file, as its sync.group.offsets would move them (one app per flow). Never
+    writes to the source cluster.
     """
     from k2k.config import load_offset_mapping_app
     from k2k.offsetmapping.app import OffsetMappingApp
 
+    one_source(files, mm2_file)
     setup_logging(verbose)
+    if mm2_file is not None:
+        if telemetry:
+            raise click.UsageError("-t takes -f files: print the flows with k2k validate --mm2")
+        _run_mm2_apps(mm2_file, clusters, once, template_engine)
+        return
     cfg = load_offset_mapping_app(list(files), templates=template_engine)
     log_inert(cfg)
     metrics = None
@@ -69,6 +94,53 @@ def offset_mapping_start(
     with on_stop_signals(lambda _signum, _frame: app.request_stop()):
         report = app.run(once=once)
     click.echo(f"offset-mapping {cfg.name}: {report.line()}", err=True)
+
+
+def _run_mm2_apps(mm2_file: str, clusters: str | None, once: bool, templates: bool) -> None:
+    """One app per flow of the MM2 file, each in a thread, until stopped (or one pass each)."""
+    import threading
+    from pathlib import Path
+
+    from k2k.config.mm2 import flow_config, read_mm2
+    from k2k.config.offset_mapping import group_sync_app
+    from k2k.errors import ConfigError, K2KError
+    from k2k.offsetmapping.app import OffsetMappingApp
+
+    mm2 = read_mm2(Path(mm2_file), clusters_list(clusters))
+    apps = []
+    for flow in mm2.flows:
+        cfg = flow_config(mm2, flow, templates=templates)
+        if not cfg.features.offset_mapping:
+            raise ConfigError(
+                f"{mm2_file}: flow {flow.label}: emit.offset-syncs.enabled = false: no offset "
+                "mappings to translate groups with; expected offset syncs on"
+            )
+        apps.append(OffsetMappingApp(group_sync_app(cfg)))
+    reports: dict[str, str] = {}
+    errors: list[K2KError] = []
+
+    def run(app: OffsetMappingApp) -> None:
+        try:
+            reports[app.cfg.name] = app.run(once=once).line()
+        except K2KError as exc:  # raised below, in the command's own thread
+            errors.append(exc)
+            for other in apps:
+                other.request_stop()
+
+    def stop_all(_signum: int, _frame: object) -> None:
+        for app in apps:
+            app.request_stop()
+
+    threads = [threading.Thread(target=run, args=(app,), daemon=True) for app in apps]
+    with on_stop_signals(stop_all):
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    if errors:
+        raise errors[0]
+    for name, line in sorted(reports.items()):
+        click.echo(f"offset-mapping {name}: {line}", err=True)
 
 
 @offset_mapping.command("validate")

@@ -8,6 +8,7 @@ MM2's ``RemoteClusterUtils.translateOffsets`` fail over unchanged (docs/mm2.md#c
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Annotated, Any
 
@@ -19,7 +20,14 @@ from k2k.config.fields import Duration, regex_or_names
 from k2k.config.hints import FieldDoc
 from k2k.stages.selection import NameSelection
 
-__all__ = ["GROUPS_EXPECTED", "Checkpoints", "checkpoints_topic", "group_selection"]
+__all__ = [
+    "GROUPS_EXPECTED",
+    "Checkpoints",
+    "GroupSelection",
+    "SyncGroupOffsets",
+    "checkpoints_topic",
+    "group_selection",
+]
 
 GROUPS_EXPECTED = (
     "a regular expression matched against whole group names, or a list of exact group names"
@@ -49,31 +57,24 @@ def checkpoints_topic(source_alias: str, separator: str) -> str:
     return f"{source_alias}{separator}checkpoints{separator}internal"
 
 
-class Checkpoints(K2KModel):
-    """How often checkpoints are emitted (``features.checkpoints``), and for which groups."""
+class GroupSelection(K2KModel):
+    """Which source consumer groups a service reads (MM2's ``groups`` / ``groups.exclude``)."""
 
-    interval: Duration = Field(
-        timedelta(seconds=60),
-        description="Time between two checkpoint passes (MM2's "
-        "`emit.checkpoints.interval.seconds`, default 60 s). A pass reads the selected groups' "
-        "committed offsets on the source and writes the checkpoints that changed.",
-    )
     groups: Annotated[
         str | list[str], FieldDoc("regex string | list of group names", GROUPS_EXPECTED)
     ] = Field(
         ".*",
-        description="Source consumer groups to checkpoint (MM2's `groups`): a regular "
-        "expression (Python `re` syntax) matched against the whole group name, or a list of "
-        "exact group names.",
+        description="Source consumer groups (MM2's `groups`): a regular expression (Python "
+        "`re` syntax) matched against the whole group name, or a list of exact group names.",
     )
     groups_exclude: Annotated[
         str | list[str] | None,
         FieldDoc("regex string | list of group names | null", GROUPS_EXPECTED),
     ] = Field(
         _MM2_GROUPS_EXCLUDE,
-        description="Groups not to checkpoint although `groups` selects them (MM2's "
-        "`groups.exclude`, same default): a regular expression matched against the whole "
-        "group name, or a list of exact group names; exclude wins; null excludes nothing.",
+        description="Groups left out although `groups` selects them (MM2's `groups.exclude`, "
+        "same default): a regular expression matched against the whole group name, or a list "
+        "of exact group names; exclude wins; null excludes nothing.",
     )
 
     @field_validator("groups", mode="before")
@@ -87,7 +88,7 @@ class Checkpoints(K2KModel):
         return None if value is None else group_selection(value)
 
     def selects(self, group: str) -> bool:
-        """True when ``group`` is checkpointed.
+        """True when ``group`` is selected.
 
         >>> c = Checkpoints()
         >>> c.selects("orders-app"), c.selects("console-consumer-42"), c.selects("__k2k")
@@ -96,3 +97,43 @@ class Checkpoints(K2KModel):
         if self.groups_exclude is not None and NameSelection(self.groups_exclude).match(group):
             return False
         return NameSelection(self.groups).match(group)
+
+    def pattern(self) -> str:
+        """The selection as one regular expression over whole group names.
+
+        >>> GroupSelection(groups=["a.b", "c"], groups_exclude="c").pattern()
+        '(?!(?:c)$)(?:a\\.b|c)'
+        """
+        include = _alternatives(self.groups)
+        if self.groups_exclude is None:
+            return f"(?:{include})"
+        return f"(?!(?:{_alternatives(self.groups_exclude)})$)(?:{include})"
+
+
+def _alternatives(selection: str | list[str]) -> str:
+    return selection if isinstance(selection, str) else "|".join(map(re.escape, selection))
+
+
+class Checkpoints(GroupSelection):
+    """How often checkpoints are emitted (``features.checkpoints``), and for which groups."""
+
+    interval: Duration = Field(
+        timedelta(seconds=60),
+        description="Time between two checkpoint passes (MM2's "
+        "`emit.checkpoints.interval.seconds`, default 60 s). A pass reads the selected groups' "
+        "committed offsets on the source and writes the checkpoints that changed.",
+    )
+
+
+class SyncGroupOffsets(GroupSelection):
+    """How often the selected groups' offsets are committed on the target
+    (``features.syncGroupOffsets``, MM2's ``sync.group.offsets.enabled``)."""
+
+    interval: Duration = Field(
+        timedelta(seconds=60),
+        description="Time between two passes (MM2's `sync.group.offsets.interval.seconds`, "
+        "default 60 s). A pass translates the selected source groups' committed offsets "
+        "through the offset mappings and commits them to the target's groups of the same "
+        "name, as the Offset Mapping app does; a group with members on the target is left "
+        "alone and logged, and retried next pass (MM2's behaviour).",
+    )

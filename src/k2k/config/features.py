@@ -154,6 +154,14 @@ class Features(K2KModel):
         "`heartbeats.interval` (needs `source.alias` and `target.alias`; docs/mm2.md). MM2 "
         "emits them by default; k2k only when enabled.",
     )
+    sync_group_offsets: Flag = Field(
+        False,
+        description="Commit the selected source groups' translated offsets to the target's "
+        "groups of the same name every `syncGroupOffsets.interval`, from the pipeline's "
+        "driver, as the Offset Mapping app would (MirrorMaker 2's "
+        "`sync.group.offsets.enabled`; needs `features.offsetMapping`). A group with members "
+        "on the target is skipped and logged (docs/offset-mapping.md#group-offset-sync).",
+    )
     checkpoints: Flag = Field(
         False,
         description="Emit MirrorMaker 2 checkpoints into the target's `<source "

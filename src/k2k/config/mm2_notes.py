@@ -30,10 +30,6 @@ class Note:
         return f"{self.prop}: {self.advice}"
 
 
-_GROUP_SYNC = (
-    "committing translated offsets to the target's groups is the Offset Mapping app's job: "
-    "run `k2k offset-mapping start` (docs/offset-mapping.md)"
-)
 _EXACT_MAPPINGS = (
     "not needed: k2k writes exact offset mappings (offsetMapping.topic, on the target), one "
     "per contiguous run of records"
@@ -41,8 +37,6 @@ _EXACT_MAPPINGS = (
 _UNKNOWN = "not an MM2 property k2k translates: not applied"
 _WORKER = "a Kafka Connect worker setting; k2k runs no Connect worker: nothing to do"
 _CONNECTOR_ADVICE: dict[str, str] = {
-    "sync.group.offsets.enabled": _GROUP_SYNC,
-    "sync.group.offsets.interval.seconds": _GROUP_SYNC,
     "refresh.groups.enabled": "not needed: k2k lists the source groups every checkpoints.interval",
     "refresh.groups.interval.seconds": "not needed: k2k lists the source groups every "
     "checkpoints.interval",
@@ -144,6 +138,4 @@ def advice_for(key: str, value: str) -> str:
     advice = _advice(key)
     if advice is None:
         return unknown_advice(key)
-    if advice == _GROUP_SYNC and key.endswith(".enabled") and value.strip().lower() == "false":
-        return "off, and k2k does not commit to the target's groups either: nothing to do"
     return advice

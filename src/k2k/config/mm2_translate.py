@@ -371,15 +371,38 @@ class FlowBuilder:
             self.notes.append(Note("emit.checkpoints.enabled", advice))
             checkpoints = "disabled"
         features["checkpoints"] = checkpoints
-        section = self._interval(layers, "emit.checkpoints.interval.seconds")
-        groups = self._value(layers, "groups")
-        if groups is not None:
-            section["groups"] = _regex(parse_list(groups[0]) or ["(?!)"])
-        exclude = self._value(layers, "groups.exclude") or self._value(layers, "groups.blacklist")
-        if exclude is not None:
-            section["groupsExclude"] = _regex(parse_list(exclude[0]) or ["(?!)"])
+        selection = self._groups(layers)
+        section = {**self._interval(layers, "emit.checkpoints.interval.seconds"), **selection}
         if section:
             pipeline["checkpoints"] = section
+        self._group_sync(layers, pipeline, selection)
+
+    def _groups(self, layers: _Layers) -> dict[str, str]:
+        """MM2's ``groups`` / ``groups.exclude``: for checkpoints and group offset sync alike."""
+        selection: dict[str, str] = {}
+        groups = self._value(layers, "groups")
+        if groups is not None:
+            selection["groups"] = _regex(parse_list(groups[0]) or ["(?!)"])
+        exclude = self._value(layers, "groups.exclude") or self._value(layers, "groups.blacklist")
+        if exclude is not None:
+            selection["groupsExclude"] = _regex(parse_list(exclude[0]) or ["(?!)"])
+        return selection
+
+    def _group_sync(
+        self, layers: _Layers, pipeline: dict[str, Any], selection: dict[str, str]
+    ) -> None:
+        """``sync.group.offsets.enabled``: the pipeline commits translated offsets to the
+        target's groups itself (off by default, as in MM2)."""
+        features = pipeline["features"]
+        sync = self._flag_value(layers, "sync.group.offsets.enabled", "disabled")
+        interval = self._interval(layers, "sync.group.offsets.interval.seconds")
+        if sync == "enabled" and features["offsetMapping"] == "disabled":
+            advice = "MM2 syncs no group offsets without offset syncs, nor does k2k"
+            self.notes.append(Note("sync.group.offsets.enabled", advice))
+            sync = "disabled"
+        features["syncGroupOffsets"] = sync
+        if sync == "enabled" and (interval or selection):
+            pipeline["syncGroupOffsets"] = {**interval, **selection}
 
     # -- leftovers --------------------------------------------------------------------------
     def _target_worker(self, own: Mapping[str, tuple[str, str]], pipeline: dict[str, Any]) -> None:

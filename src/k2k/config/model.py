@@ -22,7 +22,7 @@ from pydantic import Field, model_validator
 from k2k.config.base import K2KModel, license_field
 from k2k.config.base import raise_problems as _raise
 from k2k.config.bidirectional import Bidirectional
-from k2k.config.checkpoints import Checkpoints, checkpoints_topic
+from k2k.config.checkpoints import Checkpoints, SyncGroupOffsets, checkpoints_topic
 from k2k.config.clusters import SourceCluster, TargetCluster
 from k2k.config.coordination import EXACTLY_ONCE_BATCH_SIZE, Coordination
 from k2k.config.durations import format_duration
@@ -110,6 +110,10 @@ class PipelineConfig(K2KModel):
         default_factory=Checkpoints,
         description="MirrorMaker 2 checkpoints (`features.checkpoints`): interval and groups.",
     )
+    sync_group_offsets: SyncGroupOffsets = Field(
+        default_factory=SyncGroupOffsets,
+        description="Group offset sync (`features.syncGroupOffsets`): interval and groups.",
+    )
     error_handling: ErrorHandling = Field(
         default_factory=ErrorHandling, description="Failure policies."
     )
@@ -165,6 +169,12 @@ class PipelineConfig(K2KModel):
         if self.features.bidirectional_replication:
             problems.extend(self._bidirectional_problems())
         problems.extend(self._alias_problems())
+        if self.features.sync_group_offsets and not self.features.offset_mapping:
+            what = "needs features.offsetMapping: enabled (groups move through the mappings)"
+            expected = "features.offsetMapping: enabled, or features.syncGroupOffsets: disabled"
+            problems.append(
+                (("features", "syncGroupOffsets"), describe(what, got="enabled", expected=expected))
+            )
         if self.features.checkpoints and not self.features.offset_mapping:
             what = "needs features.offsetMapping: enabled (checkpoints are translated offsets)"
             expected = "features.offsetMapping: enabled, or features.checkpoints: disabled"

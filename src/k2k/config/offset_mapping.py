@@ -49,6 +49,7 @@ __all__ = [
     "MetricsKafka",
     "OffsetMappingAppConfig",
     "app_keys_only",
+    "group_sync_app",
     "pipeline_keys_only",
 ]
 
@@ -315,3 +316,27 @@ def _without(
         if isinstance(value, Mapping):
             result[section] = {k: v for k, v in value.items() if k not in dropped}
     return result
+
+
+def group_sync_app(cfg: PipelineConfig) -> OffsetMappingAppConfig:
+    """The Offset Mapping app a pipeline runs for ``features.syncGroupOffsets``: its clusters,
+    mapping topic and groups, a pass every ``syncGroupOffsets.interval``, and MM2's leniency:
+    a group with members on the target, or spread over several target partitions, is
+    skipped and logged instead of stopping the pipeline."""
+    sync = cfg.sync_group_offsets
+    return OffsetMappingAppConfig(
+        name=cfg.name,
+        source=cfg.source,
+        target=cfg.target,
+        features=AppFeatures(
+            auto_create_control_topics=cfg.features.auto_create_control_topics,
+            validate_control_topic_settings=cfg.features.validate_control_topic_settings,
+        ),
+        groups=Groups(poll_interval=sync.interval, consumer_groups=sync.pattern()),
+        offset_mapping=cfg.offset_mapping,
+        topic_creation=cfg.topic_creation,
+        error_handling=AppErrorHandling(
+            on_active_consumer_group_commit="ignore",
+            on_multiple_target_committed_offsets="ignore",
+        ),
+    )

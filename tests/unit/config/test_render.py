@@ -37,6 +37,7 @@ def test_renders_k2k_layout(build: Any) -> None:
         "offsetMapping",
         "heartbeats",
         "checkpoints",
+        "syncGroupOffsets",
         "errorHandling",
         "metrics",
         "topicCreation",

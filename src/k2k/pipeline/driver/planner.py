@@ -158,6 +158,8 @@ class Planner:
             discover = True
         if scope.checkpoints is not None:
             scope.checkpoints.last_pass()
+        if scope.group_sync is not None:
+            scope.group_sync.last_pass()
 
     def _cut_over(self, scope: RunScope) -> bool:
         """True once ``k2k cutover`` drained the pipeline (noted in the statistics)."""

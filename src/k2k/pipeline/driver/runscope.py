@@ -46,6 +46,7 @@ from k2k.pipeline.driver.planning import LiveProgress, PlanningState
 from k2k.pipeline.driver.services.aclsync import TopicAclSync
 from k2k.pipeline.driver.services.checkpoints import CheckpointEmitter, ensure_checkpoints_topic
 from k2k.pipeline.driver.services.configsync import TopicConfigSync
+from k2k.pipeline.driver.services.groupsync import GroupOffsetSync
 from k2k.pipeline.driver.services.heartbeats import HeartbeatEmitter, ensure_heartbeats_topic
 from k2k.pipeline.plan import LeaseSpec
 from k2k.pipeline.task.mappings import MappingPublisher
@@ -96,6 +97,7 @@ class RunScope:
     syncs: tuple[TopicConfigSync | TopicAclSync, ...]
     heartbeats: HeartbeatEmitter | None
     checkpoints: CheckpointEmitter | None
+    group_sync: GroupOffsetSync | None
     metrics: ReplicatorMetrics | None
     control: LeaseControl
     job: LeaseJob
@@ -124,6 +126,7 @@ def open_run(
         control_topics = _connect(cfg, discovery)
         watch.start()  # both answered: from now on an outage is reported (and when it ends)
         heartbeats, checkpoints = _mm2_services(cfg, discovery, stack)
+        group_sync = _group_sync(cfg, stack)
         membership = stack.enter_context(
             Membership(cfg, options.member, options.standby, control_topics.assignment)
         )
@@ -136,7 +139,7 @@ def open_run(
         sc = spark.context()
         log.info("joining commit group %s", cfg.commit_group)
         membership.join()
-        for service in (heartbeats, checkpoints):
+        for service in (heartbeats, checkpoints, group_sync):
             if service is not None:
                 service.start()
         template = _lease_template(cfg, options.member, control_topics)
@@ -165,6 +168,7 @@ def open_run(
             syncs=syncs,
             heartbeats=heartbeats,
             checkpoints=checkpoints,
+            group_sync=group_sync,
             metrics=metrics,
             control=control,
             job=LeaseJob(sc, cfg.name, control, stop, interval_s),
@@ -206,6 +210,15 @@ def _mm2_services(
         checkpoints = CheckpointEmitter(cfg)
         stack.callback(checkpoints.close)
     return heartbeats, checkpoints
+
+
+def _group_sync(cfg: PipelineConfig, stack: contextlib.ExitStack) -> GroupOffsetSync | None:
+    """Group offset sync, when enabled: a driver thread of its own, closed on the stack."""
+    if not cfg.features.sync_group_offsets:
+        return None
+    sync = GroupOffsetSync(cfg)
+    stack.callback(sync.close)
+    return sync
 
 
 def _syncs(cfg: PipelineConfig, discovery: Discovery) -> tuple[TopicConfigSync | TopicAclSync, ...]:
