@@ -52,7 +52,8 @@ MM2 = click.option(
     metavar="FILE",
     type=click.Path(dir_okay=False),
     help="A MirrorMaker 2 dedicated-mode properties file instead of -f: one pipeline per "
-    "enabled flow A->B (docs/mm2.md#k2k-start---mm2).",
+    "enabled flow A->B (docs/mm2.md#k2k-start---mm2). Also a MirrorSourceConnector config "
+    "(properties or Connect REST JSON), recognised from the content.",
 )
 SKIP_TRANSFORMS = click.option(
     "--skip-unsupported-transforms",
