@@ -1,13 +1,15 @@
 """What ``--mm2 FILE`` holds, recognised from its content, as MM2 dedicated-mode properties.
 
-Three shapes, all read into the properties an equivalent MM2 file would hold, so that every
+Four shapes, all read into the properties an equivalent MM2 file would hold, so that every
 shape gives the pipelines that file gives (:mod:`k2k.config.mm2`):
 
 * an MM2 dedicated-mode properties file (``clusters = ...``): as it is;
 * a Mirror connector's properties (``connector.class = ...``, no ``clusters``), as Kafka
   Connect runs them: :mod:`k2k.config.mm2_connector`;
 * Kafka Connect REST JSON: ``{"name": ..., "config": {...}}`` or the config object itself
-  (a file starting with ``{`` or ``[``), the same connector config.
+  (a file starting with ``{`` or ``[``), the same connector config;
+* a Strimzi ``KafkaMirrorMaker2`` resource (YAML with ``apiVersion:`` / ``kind:``):
+  :mod:`k2k.config.mm2_strimzi`.
 
 Each translated key remembers how the input spells it, so messages about the properties name
 the input's keys and resource paths (:meth:`Equivalent.spell`).
@@ -16,10 +18,13 @@ the input's keys and resource paths (:meth:`Equivalent.spell`).
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+import yaml
 
 from k2k.config.mm2_connector import (
     Entries,
@@ -29,11 +34,13 @@ from k2k.config.mm2_connector import (
     role_problem,
 )
 from k2k.config.mm2_notes import Note
+from k2k.config.mm2_strimzi import read_strimzi
 from k2k.config.properties import parse_properties
 from k2k.errors import ConfigError
 
 __all__ = ["Equivalent", "read_input"]
 
+_KUBERNETES = re.compile(r"^(?:apiVersion|kind)\s*:", re.MULTILINE)
 _TOKEN = re.compile(r"[^\s:,;()'\"=]+")
 _CONNECT_JSON = 'a Kafka Connect connector config ({"name": ..., "config": {...}} or the config)'
 
@@ -118,12 +125,40 @@ def _connector(path: Path, entries: Entries) -> Translation:
     return translated
 
 
-def read_input(path: Path) -> Equivalent:
-    """The dedicated-mode equivalent of the file at ``path``, whatever its shape. Raises
-    ConfigError naming the file with one line per problem."""
+def _strimzi(path: Path, text: str, environ: Mapping[str, str]) -> Translation:
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        mark, problem = getattr(exc, "problem_mark", None), getattr(exc, "problem", None)
+        where = f"line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        where = (
+            f" ({where}{': ' if where and problem else ''}{problem or ''})"
+            if mark or problem
+            else ""
+        )
+        raise ConfigError(
+            f"{path}: not valid YAML{where}, expected a Strimzi KafkaMirrorMaker2 resource"
+        ) from None
+    resources = [d for d in docs if isinstance(d, dict) and d.get("kind") == "KafkaMirrorMaker2"]
+    if len(resources) != 1:
+        kinds = ", ".join(str(d.get("kind")) for d in docs if isinstance(d, dict)) or "none"
+        raise ConfigError(
+            f"{path}: kind: {len(resources)} KafkaMirrorMaker2 resources (kinds: {kinds}), "
+            "expected exactly one (apiVersion: kafka.strimzi.io/..., kind: KafkaMirrorMaker2)"
+        )
+    return read_strimzi(resources[0], environ)
+
+
+def read_input(path: Path, environ: Mapping[str, str] | None = None) -> Equivalent:
+    """The dedicated-mode equivalent of the file at ``path``, whatever its shape; ``environ``
+    (default: the process's) locates Strimzi's Secrets. Raises ConfigError naming the file
+    with one line per problem."""
     text = _read(path)
     if text.lstrip().startswith(("{", "[")):
         translated, shape = _connector(path, _json_config(path, text)), "Kafka Connect REST JSON"
+    elif _KUBERNETES.search(text):
+        env = os.environ if environ is None else environ
+        translated, shape = _strimzi(path, text, env), "a Strimzi KafkaMirrorMaker2 resource"
     else:
         try:
             props = parse_properties(text)
