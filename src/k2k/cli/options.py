@@ -52,7 +52,9 @@ MM2 = click.option(
     metavar="FILE",
     type=click.Path(dir_okay=False),
     help="A MirrorMaker 2 dedicated-mode properties file instead of -f: one pipeline per "
-    "enabled flow A->B (docs/mm2.md#k2k-start---mm2).",
+    "enabled flow A->B (docs/mm2.md#k2k-start---mm2). Also a MirrorSourceConnector config "
+    "(properties or Connect REST JSON) or a Strimzi KafkaMirrorMaker2 resource, recognised "
+    "from the content; Strimzi's Secrets are read from $K2K_SECRETS_DIR/<secretName>/<key>.",
 )
 SKIP_TRANSFORMS = click.option(
     "--skip-unsupported-transforms",

@@ -14,12 +14,17 @@ YAML file), with MM2's precedence (docs/mm2.md, "k2k start --mm2"):
 Nothing is silently ignored: every property that does not reach a pipeline is returned as a
 :class:`Note` naming it and saying what to do instead.
 
-This module reads the file and picks the flows; one flow's translation is
-:mod:`k2k.config.mm2_translate`, the advice the notes give :mod:`k2k.config.mm2_notes`.
+The file may also be a Mirror connector's config (properties or Connect REST JSON) or a
+Strimzi ``KafkaMirrorMaker2`` resource: :mod:`k2k.config.mm2_inputs` reads each into the
+properties an equivalent MM2 file holds, and messages name the input's own keys.
+
+This module picks the flows; one flow's translation is :mod:`k2k.config.mm2_translate`, the
+advice the notes give :mod:`k2k.config.mm2_notes`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -28,11 +33,11 @@ from pathlib import Path
 import yaml
 
 from k2k.config.loader import build_pipeline
+from k2k.config.mm2_inputs import read_input
 from k2k.config.mm2_notes import Note, advice_for
 from k2k.config.mm2_transforms import unsupported_line
 from k2k.config.mm2_translate import Flow, FlowBuilder, enabled_or_disabled, parse_list
 from k2k.config.model import PipelineConfig
-from k2k.config.properties import read_properties
 from k2k.config.secrets import mask_tree
 from k2k.errors import ConfigError
 
@@ -46,6 +51,8 @@ class MM2File:
     path: Path
     flows: tuple[Flow, ...]
     notes: tuple[Note, ...]
+    #: What the file is when not an MM2 dedicated-mode file (mm2_inputs.Equivalent.shape).
+    shape: str = ""
 
 
 def _enabled_flows(
@@ -129,7 +136,8 @@ def read_mm2(
     one line for the Connect transforms k2k cannot run (:mod:`k2k.config.mm2_transforms`
     maps the others), unless ``skip_transforms`` (then each is noted as not applied).
     """
-    props = read_properties(path)
+    equivalent = read_input(path)
+    props = equivalent.props
     problems: list[str] = []
     aliases = parse_list(props.get("clusters", ""))
     if not aliases:
@@ -153,11 +161,21 @@ def read_mm2(
     flows = [builder.build(s, t) for s, t in pairs]
     problems.extend(builder.problems)
     if problems:
-        raise ConfigError([f"{path}: {p}" for p in dict.fromkeys(problems)])
+        lines = dict.fromkeys(equivalent.spell(p) for p in problems)
+        raise ConfigError([f"{path}: {line}" for line in lines])
     if builder.unsupported and not skip_transforms:
-        raise ConfigError(unsupported_line(path, builder.unsupported))
-    notes = _file_notes(props, aliases, builder.used, pairs)
-    return MM2File(path, tuple(flows), tuple(notes))
+        raise ConfigError(equivalent.spell(unsupported_line(path, builder.unsupported)))
+    notes = [*equivalent.notes, *_file_notes(props, aliases, builder.used, pairs)]
+    spelled = [
+        dataclasses.replace(f, notes=tuple(equivalent.spell_note(n) for n in f.notes))
+        for f in flows
+    ]
+    return MM2File(
+        path,
+        tuple(spelled),
+        tuple(equivalent.spell_note(n) for n in notes),
+        equivalent.shape,
+    )
 
 
 def flow_config(mm2: MM2File, flow: Flow, *, templates: bool = True) -> PipelineConfig:
@@ -176,9 +194,10 @@ def _comments(title: str, notes: Sequence[Note]) -> str:
 def render_flows(mm2: MM2File) -> str:
     """One YAML document per flow in K2K's layout, secrets masked, each preceded by the MM2
     properties it does not take as comments (so the text stays valid YAML)."""
-    parts = []
+    parts = [f"# {mm2.path}: read as {mm2.shape}\n"] if mm2.shape else []
     if mm2.notes:
-        parts.append(_comments(f"{mm2.path}: properties no flow takes:", mm2.notes))
+        what = "entries" if mm2.shape else "properties"
+        parts.append(_comments(f"{mm2.path}: {what} no flow takes:", mm2.notes))
     for flow in mm2.flows:
         head = _comments(f"flow {flow.label}: properties k2k does not take as written:", flow.notes)
         body = yaml.safe_dump(mask_tree(flow.pipeline), sort_keys=False, allow_unicode=True)

@@ -30,6 +30,7 @@ __all__ = [
     "Flow",
     "FlowBuilder",
     "enabled_or_disabled",
+    "is_client_key",
     "parse_list",
 ]
 
@@ -54,7 +55,7 @@ _TARGET = {
 }
 
 
-def _is_client_key(key: str) -> bool:
+def is_client_key(key: str) -> bool:
     """MM2's ``CLIENT_CONFIG_DEF``: bootstrap and security keys, shared by every client."""
     return key in ("bootstrap.servers", "security.protocol") or key.startswith(("ssl.", "sasl."))
 
@@ -176,10 +177,10 @@ class FlowBuilder:
         self, alias: str, top: Mapping[str, tuple[str, str]], own: Mapping[str, tuple[str, str]]
     ) -> _Role:
         common = _Role()
-        defaults = {k: v for k, v in top.items() if _is_client_key(k)}
+        defaults = {k: v for k, v in top.items() if is_client_key(k)}
         self.used.update(origin for _, origin in defaults.values())
         common.put(defaults)
-        common.put({k: v for k, v in own.items() if _is_client_key(k)})
+        common.put({k: v for k, v in own.items() if is_client_key(k)})
         bootstrap = common.entries.get("bootstrap.servers")
         if bootstrap is None:
             self.problems.append(f"{alias}.bootstrap.servers: missing, {_BOOTSTRAP_EXPECTED}")
@@ -424,7 +425,7 @@ class FlowBuilder:
 
     def _cluster_leftovers(self, own: Mapping[str, tuple[str, str]], *, target_side: bool) -> None:
         for key, (_value, origin) in own.items():
-            if origin in self.used or _is_client_key(key):
+            if origin in self.used or is_client_key(key):
                 continue
             if key.startswith(("consumer.", "admin.")) or (
                 target_side and key.startswith("producer.")

@@ -8,11 +8,7 @@ escapes matter: a regex written ``.*\\\\.replica`` in the file is ``.*\\.replica
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from k2k.errors import ConfigError
-
-__all__ = ["parse_list", "parse_properties", "read_properties"]
+__all__ = ["parse_list", "parse_properties"]
 
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 _SEPARATORS = "=: \t\f"
@@ -79,19 +75,6 @@ def parse_properties(text: str) -> dict[str, str]:
         key, value = _split(line)
         props[_unescape(key)] = _unescape(value)
     return props
-
-
-def read_properties(path: Path) -> dict[str, str]:
-    """The properties in the file at ``path``; ConfigError naming it when unreadable."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfigError(f"{path}: cannot read the MM2 properties file ({reason})") from None
-    try:
-        return parse_properties(text)
-    except ValueError:
-        raise ConfigError(f"{path}: bad \\u escape in the MM2 properties file") from None
 
 
 def parse_list(text: str) -> list[str]:
