@@ -397,10 +397,10 @@ def test_strimzi_notes_name_resource_paths(tmp_path: Path, monkeypatch: pytest.M
         " not needed",
         f"flow src->tgt: {mirror}.checkpointConnector.config.checkpoints.topic.replication."
         "factor: not separately configurable",
-        f"flow src->tgt: {mirror}.checkpointConnector.config.sync.group.offsets.enabled: off",
     ):
         assert any(line in note for note in notes), line
-    assert len(notes) == 7
+    assert len(notes) == 6  # sync.group.offsets.enabled is taken (features.syncGroupOffsets)
+    assert mm2.flows[0].pipeline["features"]["syncGroupOffsets"] == "disabled"
     printed = render_flows(mm2)
     assert PASSWORD not in printed + "\n".join(notes)
     assert "sasl.password: '******'" in printed
