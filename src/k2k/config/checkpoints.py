@@ -101,8 +101,8 @@ class GroupSelection(K2KModel):
     def pattern(self) -> str:
         """The selection as one regular expression over whole group names.
 
-        >>> GroupSelection(groups=["a.b", "c"], groups_exclude="c").pattern()
-        '(?!(?:c)$)(?:a\\.b|c)'
+        >>> print(GroupSelection(groups=["a.b", "c"], groups_exclude="c").pattern())
+        (?!(?:c)$)(?:a\\.b|c)
         """
         include = _alternatives(self.groups)
         if self.groups_exclude is None:

@@ -178,7 +178,12 @@ def _scope(membership: _Membership) -> Any:
     discovery = SimpleNamespace(partitions=lambda: [("orders", 0)])
     outages = SimpleNamespace(over=lambda: None)
     return SimpleNamespace(
-        membership=membership, discovery=discovery, job=None, checkpoints=None, outages=outages
+        membership=membership,
+        discovery=discovery,
+        job=None,
+        checkpoints=None,
+        group_sync=None,
+        outages=outages,
     )
 
 
