@@ -18,8 +18,8 @@ produce, which is why the callbacks are placed so sparingly.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
-from itertools import compress
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import compress, repeat
 from operator import not_
 from typing import Any
 
@@ -301,10 +301,10 @@ class RecordCopier:
 
     def _run_data(
         self, plan: TopicPlan, records: Sequence[Message], first: int, end: int
-    ) -> tuple[list[bytes | None], list[bytes | None], list[Any]]:
-        """A run's keys, values and headers (lists: the headers stub also allows a dict,
-        which consumed records never hold): as consumed, rewritten by a schema mapping (one
-        call per run) and by the topic's transform steps."""
+    ) -> tuple[list[bytes | None], list[bytes | None], Iterable[Any]]:
+        """A run's keys, values and headers (lists, the headers read as the loop goes; the
+        headers stub also allows a dict, which consumed records never hold): as consumed,
+        rewritten by a schema mapping (one call per run) and by the topic's transform steps."""
         if plan.transform is not None:
             keys, values = plan.transform(records)
         else:
@@ -317,8 +317,8 @@ class RecordCopier:
                 values = [o[1] for o in outputs]  # type: ignore[index]
             return keys, values, [o[2] for o in outputs]  # type: ignore[index]
         if plan.keep_headers:
-            return keys, values, list(map(Message.headers, records))
-        return keys, values, [None] * (end - first)
+            return keys, values, map(Message.headers, records)
+        return keys, values, repeat(None, end - first)
 
     def _account(self, size: int, run: ProducedRun | None) -> None:
         """A run's key and value bytes: the copier's total and, when observed, the run's
