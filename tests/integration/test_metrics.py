@@ -46,10 +46,10 @@ def _records(partitions: int) -> list:
     ]
 
 
-def _bytes_per_partition(records: list) -> dict[int, int]:
-    sizes: dict[int, int] = defaultdict(int)
+def _bytes_per_partition(records: list, part: str) -> dict[int, float]:
+    sizes: dict[int, float] = defaultdict(float)
     for p, key, value, _h, _ts in records:
-        sizes[p] += len(key) + len(value)
+        sizes[p] += len(key) if part == "key" else len(value)
     return dict(sizes)
 
 
@@ -64,12 +64,18 @@ def _scrape(port: int) -> dict[str, list[Any]]:
     return samples
 
 
-def _per_partition(samples: dict[str, list[Any]], name: str, topic: str) -> dict[int, float]:
+def _per_partition(
+    samples: dict[str, list[Any]], name: str, topic: str, **labels: str
+) -> dict[int, float]:
     return {
         int(s.labels["partition"]): s.value
         for s in samples.get(name, [])
-        if s.labels.get("topic") == topic
+        if s.labels.get("topic") == topic and labels.items() <= s.labels.items()
     }
+
+
+def _pipeline_value(samples: dict[str, list[Any]], name: str) -> list[float]:
+    return [s.value for s in samples.get(name, [])]
 
 
 def _caught_up(port: int, topic: str, expected: dict[int, int]) -> dict[str, list[Any]]:
@@ -106,9 +112,11 @@ def test_prometheus_scrape_and_kafka_topic_show_what_was_replicated(clusters, tm
         expected = {p: PER_PARTITION for p in range(2)}
         samples = _caught_up(port, topic, expected)
         scraped = time.time()
-        assert _per_partition(samples, "k2k_replication_bytes_total", topic) == {
-            p: float(n) for p, n in _bytes_per_partition(records).items()
-        }
+        for part in ("key", "value"):
+            assert _per_partition(
+                samples, "k2k_replication_bytes_total", topic, part=part
+            ) == _bytes_per_partition(records, part)
+        _assert_conventions_and_health(samples, topic, expected)
         # Records carry timestamps from BASE_TS on (over an hour old): each observation is
         # an acknowledgement time, between the start and the scrape, minus such a timestamp.
         counts = _per_partition(samples, "k2k_replication_latency_seconds_count", topic)
@@ -130,6 +138,36 @@ def test_prometheus_scrape_and_kafka_topic_show_what_was_replicated(clusters, tm
         assert {p: len(rs) for p, rs in target.items()} == expected
     finally:
         assert proc.stop() == 0, proc.output()[-3000:]
+
+
+def _assert_conventions_and_health(
+    samples: dict[str, list[Any]], topic: str, expected: dict[int, int]
+) -> None:
+    """The messaging conventions' counters, record age, and the caught-up health gauges."""
+    consumed = {
+        int(s.labels["messaging_destination_partition_id"]): s.value
+        for s in samples["messaging_client_consumed_messages_total"]
+        if s.labels.get("messaging_destination_name") == topic
+    }
+    assert consumed == expected
+    sent = [
+        s
+        for s in samples["messaging_client_sent_messages_total"]
+        if s.labels.get("messaging_destination_name") == topic
+    ]
+    assert [(s.labels["messaging_system"], s.value) for s in sent] == [
+        ("kafka", float(sum(expected.values())))
+    ]
+    # Records an hour old: read an hour after their timestamps, at least.
+    counts = _per_partition(samples, "k2k_replication_record_age_seconds_count", topic)
+    sums = _per_partition(samples, "k2k_replication_record_age_seconds_sum", topic)
+    assert all(counts[p] >= 1 and sums[p] / counts[p] > 3000 for p in expected), (counts, sums)
+    ratio = _per_partition(samples, "k2k_replication_lag_retention_ratio", topic)
+    assert ratio == dict.fromkeys(expected, 0.0)
+    assert _pipeline_value(samples, "k2k_replication_recovery_point_seconds") == [0.0]
+    assert _pipeline_value(samples, "k2k_ready") == [1.0]
+    assert _pipeline_value(samples, "k2k_members_alive") == [1.0]
+    assert not samples.get("k2k_replication_catchup_time_seconds")  # nothing to catch up
 
 
 def _from_metrics_topic(bootstrap: str, metrics_topic: str, topic: str) -> dict[int, int]:

@@ -6,17 +6,19 @@ the standard ``OTEL_*`` environment variables, read when ``-t/--telemetry`` is g
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Annotated
 
 from pydantic import Field
 
 from k2k.config.base import K2KModel
-from k2k.config.fields import TopicName
+from k2k.config.fields import Duration, TopicName
 from k2k.config.inert import Inert
 
 __all__ = [
     "AppMetricPrefixes",
     "AppMetrics",
+    "Health",
     "MetricsKafka",
     "PipelineMetrics",
     "ReplicatorPrefixes",
@@ -46,6 +48,16 @@ class ReplicatorPrefixes(K2KModel):
     )
 
 
+class Health(K2KModel):
+    """What ``/readyz`` on the metrics server answers (docs/operations.md#health-endpoints)."""
+
+    unready_after: Duration = Field(
+        timedelta(seconds=30),
+        description="`/readyz` answers 503 once a cluster has been unreachable this long, or "
+        "records are behind and the committed progress has not moved this long. " + _TELEMETRY,
+    )
+
+
 class PipelineMetrics(K2KModel):
     """Metric name prefixes and the metrics topic of the replicator."""
 
@@ -53,6 +65,7 @@ class PipelineMetrics(K2KModel):
         default_factory=ReplicatorPrefixes, description="Metric name prefixes."
     )
     kafka: MetricsKafka = Field(default_factory=MetricsKafka, description="The metrics topic.")
+    health: Health = Field(default_factory=Health, description="Health endpoints.")
 
 
 _NO_CLIENT_METRICS = Inert("the app exports no Kafka client metrics")

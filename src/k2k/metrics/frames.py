@@ -19,22 +19,26 @@ from typing import Any
 from k2k.kafka import TP
 
 __all__ = [
+    "AGE_BOUNDS_S",
     "COMMIT_BOUNDS_S",
     "FRAME_VERSION",
     "LATENCY_BOUNDS_S",
     "Buckets",
     "FrameDelta",
     "FrameDeltas",
+    "PartitionDelta",
     "PartitionTotals",
     "RunnerFrame",
 ]
 
-FRAME_VERSION = 1
+FRAME_VERSION = 2
 
 #: Histogram bucket bounds (seconds) of end-to-end latency and of commit duration.
 LATENCY_BOUNDS_S = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0
 )  # fmt: skip
+#: Record age when read (MirrorMaker 2's record-age): the same scale as latency.
+AGE_BOUNDS_S = LATENCY_BOUNDS_S
 COMMIT_BOUNDS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
@@ -64,11 +68,25 @@ class Buckets:
 
 @dataclass(slots=True)
 class PartitionTotals:
-    """Running totals of one source partition in one runner."""
+    """Running totals of one source partition in one runner: ``bytes`` of keys and values,
+    ``key_bytes`` of keys alone; ``target`` is the topic its records go to."""
 
     records: int = 0
     bytes: int = 0
     latency: Buckets = field(default_factory=lambda: Buckets.empty(LATENCY_BOUNDS_S))
+    key_bytes: int = 0
+    age: Buckets = field(default_factory=lambda: Buckets.empty(AGE_BOUNDS_S))
+    target: str = ""
+
+    def copy(self) -> PartitionTotals:
+        return PartitionTotals(
+            self.records,
+            self.bytes,
+            Buckets(list(self.latency.counts), list(self.latency.sums)),
+            self.key_bytes,
+            Buckets(list(self.age.counts), list(self.age.sums)),
+            self.target,
+        )
 
 
 @dataclass(slots=True)
@@ -101,7 +119,18 @@ class RunnerFrame:
             "lease": self.lease,
             "seq": self.seq,
             "tp": [
-                [t, p, x.records, x.bytes, x.latency.counts, x.latency.sums]
+                [
+                    t,
+                    p,
+                    x.records,
+                    x.bytes,
+                    x.latency.counts,
+                    x.latency.sums,
+                    x.key_bytes,
+                    x.age.counts,
+                    x.age.sums,
+                    x.target,
+                ]
                 for (t, p), x in self.partitions.items()
             ],
             "commits": [self.commits.counts, self.commits.sums],
@@ -124,8 +153,15 @@ class RunnerFrame:
             lease=int(doc["lease"]),
             seq=int(doc["seq"]),
             partitions={
-                (str(t), int(p)): PartitionTotals(int(r), int(b), Buckets(list(c), list(s)))
-                for t, p, r, b, c, s in doc["tp"]
+                (str(t), int(p)): PartitionTotals(
+                    int(r),
+                    int(b),
+                    Buckets(list(c), list(s)),
+                    int(k),
+                    Buckets(list(ac), list(asum)),
+                    str(tt),
+                )
+                for t, p, r, b, c, s, k, ac, asum, tt in doc["tp"]
             },
             commits=Buckets(list(counts), list(sums)),
             commit_failures=int(doc["commitFailures"]),
@@ -134,10 +170,23 @@ class RunnerFrame:
 
 
 @dataclass(slots=True)
+class PartitionDelta:
+    """What one source partition adds: records, key and value bytes, the latency and
+    record-age buckets (count, sum), and the target topic."""
+
+    records: int
+    key_bytes: int
+    value_bytes: int
+    latency: list[tuple[int, float]]
+    age: list[tuple[int, float]]
+    target: str
+
+
+@dataclass(slots=True)
 class FrameDelta:
     """What one frame adds to what the driver already counted from its runner."""
 
-    partitions: dict[TP, tuple[int, int, list[tuple[int, float]]]]
+    partitions: dict[TP, PartitionDelta]
     commits: list[tuple[int, float]]
     commit_failures: int
     #: Foreign records newly found per target partition.
@@ -150,10 +199,10 @@ class FrameDeltas:
     the summaries), give None.
 
     >>> d = FrameDeltas()
-    >>> d.delta(RunnerFrame("r1", 1, {("t", 0): PartitionTotals(5, 50)}, seq=1)).partitions  # doctest: +ELLIPSIS
-    {('t', 0): (5, 50, [(0, 0.0), ...])}
-    >>> d.delta(RunnerFrame("r1", 1, {("t", 0): PartitionTotals(7, 50)}, seq=3)).partitions  # doctest: +ELLIPSIS
-    {('t', 0): (2, 0, [(0, 0.0), ...])}
+    >>> d.delta(RunnerFrame("r1", 1, {("t", 0): PartitionTotals(5, 50, key_bytes=10)}, seq=1)).partitions[("t", 0)].value_bytes
+    40
+    >>> d.delta(RunnerFrame("r1", 1, {("t", 0): PartitionTotals(7, 50)}, seq=3)).partitions[("t", 0)].records
+    2
     >>> d.delta(RunnerFrame("r1", 1, {("t", 0): PartitionTotals(6, 50)}, seq=2)) is None
     True
     """
@@ -171,16 +220,17 @@ class FrameDeltas:
         seen.seq = frame.seq
         partitions = {}
         for tp, now in frame.partitions.items():
-            before = seen.partitions.get(tp)
-            if before is None:
-                partitions[tp] = (now.records, now.bytes, now.latency.minus(None))
-            else:
-                partitions[tp] = (
-                    now.records - before.records,
-                    now.bytes - before.bytes,
-                    now.latency.minus(before.latency),
-                )
-            seen.partitions[tp] = PartitionTotals(now.records, now.bytes, now.latency)
+            before = seen.partitions.get(tp) or PartitionTotals()
+            keys = now.key_bytes - before.key_bytes
+            partitions[tp] = PartitionDelta(
+                now.records - before.records,
+                keys,
+                now.bytes - before.bytes - keys,
+                now.latency.minus(before.latency),
+                now.age.minus(before.age),
+                now.target,
+            )
+            seen.partitions[tp] = now
         commits = frame.commits.minus(seen.commits)
         failures = frame.commit_failures - seen.commit_failures
         seen.commits, seen.commit_failures = frame.commits, frame.commit_failures

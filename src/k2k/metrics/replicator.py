@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from k2k.config import PipelineConfig
+from k2k.kafka import TP
 from k2k.kafka.admin import ClusterView
 from k2k.metrics.frames import (
+    AGE_BOUNDS_S,
     COMMIT_BOUNDS_S,
     LATENCY_BOUNDS_S,
     FrameDelta,
@@ -27,7 +31,10 @@ from k2k.metrics.frames import (
 )
 from k2k.metrics.kafka_exporter import kafka_exporter_factory
 from k2k.metrics.lag import OldestUnreplicated
+from k2k.metrics.progress import CatchUp, Retention, lag_share_of_retention, recovery_point
+from k2k.metrics.retention import TopicRetention
 from k2k.metrics.telemetry import HistogramBounds, Telemetry
+from k2k.observability.readiness import PipelineReadiness
 
 if TYPE_CHECKING:
     from k2k.observability.stats import PipelineStats
@@ -40,6 +47,7 @@ def replicator_histograms(prefix: str) -> list[HistogramBounds]:
     """The histogram bucket bounds, which must equal the runners' (k2k.metrics.frames)."""
     return [
         HistogramBounds(prefix + "replication.latency", LATENCY_BOUNDS_S),
+        HistogramBounds(prefix + "replication.record.age", AGE_BOUNDS_S),
         HistogramBounds(prefix + "commit.duration", COMMIT_BOUNDS_S),
     ]
 
@@ -57,6 +65,9 @@ class ReplicatorMetrics:
         stats: PipelineStats,
         ages: OldestUnreplicated | None,
         identical: bool = False,
+        retention: TopicRetention | None = None,
+        readiness: PipelineReadiness | None = None,
+        members_alive: Callable[[], int] | None = None,
     ) -> None:
         self.telemetry = telemetry
         self.identical = identical
@@ -64,12 +75,22 @@ class ReplicatorMetrics:
         self.mode = mode
         self.stats = stats
         self.ages = ages
+        self.retention = retention
+        self.readiness = readiness
+        self.members_alive = members_alive
+        #: The newest faults, for the status page: (epoch s, class, first line).
+        self.recent_errors: deque[tuple[float, str, str]] = deque(maxlen=20)
         self._lock = threading.Lock()
         self._deltas = FrameDeltas()
+        self._catch_up = CatchUp()
+        self._seen = _Snapshot(0.0, {}, {}, {})
+        #: Records and bytes replicated per partition, for the lag's size.
+        self._volume: dict[TP, list[int]] = {}
         meter = telemetry.meter("k2k.replicator")
         self._copy_instruments(meter, prefix)
         self._event_counters(meter, prefix)
         self._gauges(meter, prefix)
+        self._health_gauges(meter, prefix)
 
     def _copy_instruments(self, m: Meter, p: str) -> None:
         """What the runners' frames move: records, bytes, latency and commits."""
@@ -77,12 +98,31 @@ class ReplicatorMetrics:
             p + "replication.records", "{record}", "Records replicated (acknowledged by the target)"
         )
         self.bytes = m.create_counter(
-            p + "replication.bytes", "By", "Key and value bytes of the records replicated"
+            p + "replication.bytes",
+            "By",
+            "Bytes of the records replicated, by `part`: key or value (as read from the source)",
         )
         self.latency = m.create_histogram(
             p + "replication.latency",
             "s",
             "Source record timestamp to target acknowledgement, one observation per run",
+        )
+        self.record_age = m.create_histogram(
+            p + "replication.record.age",
+            "s",
+            "Age of a record when the runner read it (source timestamp to read), one "
+            "observation per run",
+        )
+        # The OpenTelemetry messaging conventions' names: no k2k prefix.
+        self.sent = m.create_counter(
+            "messaging.client.sent.messages",
+            "{message}",
+            "Records sent to (and acknowledged by) the target",
+        )
+        self.consumed = m.create_counter(
+            "messaging.client.consumed.messages",
+            "{message}",
+            "Records read from the source and done with: replicated or left out",
         )
         self.commit_duration = m.create_histogram(
             p + "commit.duration",
@@ -169,6 +209,40 @@ class ReplicatorMetrics:
                 "offsets: identical: the source offset where a partition's identity ended",
             )
 
+    def _health_gauges(self, m: Meter, p: str) -> None:
+        """How close lag is to loss, when it will be gone, and whether all is well."""
+        m.create_observable_gauge(
+            p + "replication.lag.retention.ratio",
+            [self._retention_share],
+            "1",
+            "Lag as a share of the source's retention, per partition: the larger of its age "
+            "over retention.ms and its size over retention.bytes (1: due for deletion)",
+        )
+        m.create_observable_gauge(
+            p + "replication.catchup.time",
+            [self._catch_up_time],
+            "s",
+            "Time to close the lag at the rate it shrank over the last minute (absent when "
+            "not catching up)",
+        )
+        m.create_observable_gauge(
+            p + "replication.recovery.point",
+            [self._recovery_point],
+            "s",
+            "Seconds of source data not yet committed on the target (0 when caught up)",
+        )
+        if self.readiness is not None:
+            m.create_observable_gauge(
+                p + "ready", [self._ready], "1", "1 while /readyz answers ready, else 0"
+            )
+        if self.members_alive is not None:
+            m.create_observable_gauge(
+                p + "members.alive",
+                [self._members],
+                "{member}",
+                "Members of the commit group alive, as this instance sees them",
+            )
+
     # -- from runners --------------------------------------------------------------------
 
     def on_frame(self, raw: bytes) -> None:
@@ -186,27 +260,34 @@ class ReplicatorMetrics:
     def lease_ended(self, lease: int, summaries: Iterable[RunnerSummary], fencings: int) -> None:
         """The lease's summaries: their last frames, faults and stand-downs."""
         for s in summaries:
-            if s.metrics:
-                self.on_frame(s.metrics)
-            for o in s.partitions:
-                if o.lost:
-                    self.lost(o.topic, o.partition, o.lost, "retention")
-            if s.fenced:
-                self.fencings_suffered.add(1, self._base)
-            if s.error:
-                self.errors.add(1, {**self._base, "class": s.error_class or "Unknown"})
-            if s.skipped:
-                self.skipped.add(s.skipped, self._base)
-            if s.filtered:
-                self.transformed.add(s.filtered, {**self._base, "outcome": "filtered"})
-            if s.transform_failed:
-                self.transformed.add(s.transform_failed, {**self._base, "outcome": "failed"})
-            if s.schemas_registered:
-                self.schemas_registered.add(s.schemas_registered, self._base)
+            self._summary(s)
         with self._lock:
             self._deltas.lease_ended(lease)
         if fencings:
             self.fencings_done.add(fencings, self._base)
+
+    def _summary(self, s: RunnerSummary) -> None:
+        """One runner's last frame, and what it counted only in its summary."""
+        if s.metrics:
+            self.on_frame(s.metrics)
+        for o in s.partitions:
+            if o.lost:
+                self.lost(o.topic, o.partition, o.lost, "retention")
+        if s.fenced:
+            self.fencings_suffered.add(1, self._base)
+        if s.error:
+            self._error(s.error_class or "Unknown", s.error)
+        if s.skipped:
+            self.skipped.add(s.skipped, self._base)
+        if s.filtered:
+            self.transformed.add(s.filtered, {**self._base, "outcome": "filtered"})
+        if s.transform_failed:
+            self.transformed.add(s.transform_failed, {**self._base, "outcome": "failed"})
+        if s.schemas_registered:
+            self.schemas_registered.add(s.schemas_registered, self._base)
+        left_out = s.skipped + s.filtered + s.transform_failed
+        if left_out:
+            self.consumed.add(left_out, self._messaging("receive"))
 
     def lost(self, topic: str, partition: int, records: int, reason: str) -> None:
         """Records of ``topic[partition]`` jumped over: deleted by ``retention``, or with
@@ -215,33 +296,66 @@ class ReplicatorMetrics:
 
     def lease_started(self) -> None:
         self.leases.add(1, self._base)
+        if self.readiness is not None:
+            self.readiness.lease_started()
 
     def failed(self, exc: BaseException) -> None:
         """The pipeline itself failed (counted before the last export)."""
-        self.errors.add(1, {**self._base, "class": type(exc).__name__})
+        self._error(type(exc).__name__, str(exc))
+        if self.readiness is not None:
+            self.readiness.failed(exc)
+
+    def _error(self, cls: str, message: str) -> None:
+        self.errors.add(1, {**self._base, "class": cls})
+        first = message.splitlines()[0] if message else ""
+        self.recent_errors.append((time.time(), cls, first))
 
     def close(self) -> None:
         """Export once more (push exporters) and stop the exporters."""
         if self.ages is not None:
             self.ages.close()
+        if self.retention is not None:
+            self.retention.close()
         self.telemetry.close()
 
     @property
     def _base(self) -> dict[str, str]:
         return {"pipeline": self.pipeline}
 
+    def _messaging(self, operation: str, **attrs: Any) -> dict[str, Any]:
+        return {
+            "messaging.system": "kafka",
+            "messaging.operation.name": operation,
+            **attrs,
+            "pipeline": self.pipeline,
+        }
+
     def _apply(self, delta: FrameDelta) -> None:
-        for (topic, partition), (records, size, latency) in delta.partitions.items():
-            attrs: dict[str, Any] = {
-                "pipeline": self.pipeline,
-                "topic": topic,
-                "partition": partition,
-            }
-            if records:
-                self.records.add(records, attrs)
-            if size:
-                self.bytes.add(size, attrs)
-            _replay(self.latency, latency, attrs)
+        for (topic, partition), d in delta.partitions.items():
+            attrs = self._tp(topic, partition)
+            volume = self._volume.setdefault((topic, partition), [0, 0])
+            volume[0] += d.records
+            volume[1] += d.key_bytes + d.value_bytes
+            if d.records:
+                self.records.add(d.records, attrs)
+                self.consumed.add(
+                    d.records,
+                    self._messaging(
+                        "receive",
+                        **{
+                            "messaging.destination.name": topic,
+                            "messaging.destination.partition.id": str(partition),
+                        },
+                    ),
+                )
+                target = {"messaging.destination.name": d.target} if d.target else {}
+                self.sent.add(d.records, self._messaging("send", **target))
+            if d.key_bytes:
+                self.bytes.add(d.key_bytes, {**attrs, "part": "key"})
+            if d.value_bytes:
+                self.bytes.add(d.value_bytes, {**attrs, "part": "value"})
+            _replay(self.latency, d.latency, attrs)
+            _replay(self.record_age, d.age, attrs)
         for (topic, partition), found in delta.foreign.items():
             self.foreign.add(found, self._tp(topic, partition))
         mode = {"pipeline": self.pipeline, "mode": self.mode}
@@ -251,20 +365,82 @@ class ReplicatorMetrics:
 
     # -- gauges --------------------------------------------------------------------------
 
+    def _snapshot(self) -> _Snapshot:
+        """Lag, ages and retention of the owned partitions, computed once per collection
+        (every gauge of one scrape reads the same snapshot)."""
+        now = time.time()
+        with self._lock:
+            seen = self._seen
+            if now - seen.at < _SNAPSHOT_TTL_S:
+                return seen
+        lags = self.stats.lag_by_partition()
+        ages = self.ages.oldest(dict(self.stats.committed), lags) if self.ages else {}
+        topics = {t for t, _p in lags}
+        limits = self.retention.of(topics) if self.retention is not None else {}
+        seen = _Snapshot(now, lags, ages, limits)
+        with self._lock:
+            self._seen = seen
+        return seen
+
     def _lag_records(self, _options: CallbackOptions) -> Iterable[Observation]:
-        for (topic, partition), lag in self.stats.lag_by_partition().items():
+        for (topic, partition), lag in self._snapshot().lags.items():
             yield Observation(lag, self._tp(topic, partition))
 
     def _lag_seconds(self, _options: CallbackOptions) -> Iterable[Observation]:
-        lags = self.stats.lag_by_partition()
-        oldest = self.ages.oldest(dict(self.stats.committed), lags) if self.ages else {}
-        now = time.time()
-        for (topic, partition), lag in lags.items():
-            ts = oldest.get((topic, partition))
+        snap = self._snapshot()
+        for (topic, partition), lag in snap.lags.items():
+            age = snap.ages.get((topic, partition))
             if lag == 0:
                 yield Observation(0.0, self._tp(topic, partition))
-            elif ts is not None:
-                yield Observation(max(0.0, now - ts / 1000), self._tp(topic, partition))
+            elif age is not None:
+                yield Observation(age, self._tp(topic, partition))
+
+    def _retention_share(self, _options: CallbackOptions) -> Iterable[Observation]:
+        snap = self._snapshot()
+        for (topic, partition), lag in snap.lags.items():
+            limit = snap.limits.get(topic)
+            if limit is None:
+                continue
+            size = self._mean_record_bytes(topic, partition)
+            share = lag_share_of_retention(
+                snap.ages.get((topic, partition)) if lag else 0.0,
+                lag * size if size is not None else None,
+                limit,
+            )
+            yield Observation(share, self._tp(topic, partition))
+
+    def _catch_up_time(self, _options: CallbackOptions) -> Iterable[Observation]:
+        snap = self._snapshot()
+        with self._lock:
+            eta = self._catch_up.observe(snap.at, sum(snap.lags.values()))
+        if eta is not None:
+            yield Observation(eta, self._base)
+
+    def _recovery_point(self, _options: CallbackOptions) -> Iterable[Observation]:
+        snap = self._snapshot()
+        point = recovery_point(snap.ages, snap.lags)
+        if point is not None:
+            yield Observation(point, self._base)
+
+    def _ready(self, _options: CallbackOptions) -> Iterable[Observation]:
+        if self.readiness is not None:
+            yield Observation(1 if self.readiness.check().ready else 0, self._base)
+
+    def _members(self, _options: CallbackOptions) -> Iterable[Observation]:
+        if self.members_alive is not None:
+            try:
+                alive = self.members_alive()
+            except RuntimeError:  # the planner's thread changed the view meanwhile
+                return
+            yield Observation(alive, self._base)
+
+    def _mean_record_bytes(self, topic: str, partition: int) -> float | None:
+        """Key and value bytes per record replicated from the partition so far (None
+        before the first): the lag's size is estimated with it."""
+        totals = self._volume.get((topic, partition))
+        if not totals or not totals[0]:
+            return None
+        return totals[1] / totals[0]
 
     def _committed(self, _options: CallbackOptions) -> Iterable[Observation]:
         owned = self.stats.lag_by_partition()
@@ -287,6 +463,21 @@ class ReplicatorMetrics:
         return {"pipeline": self.pipeline, "topic": topic, "partition": partition}
 
 
+#: How long one collection's snapshot serves the gauges.
+_SNAPSHOT_TTL_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Snapshot:
+    """One collection's view: when, lag per partition, ages (s) of the lagging ones, and
+    the retention of their topics."""
+
+    at: float
+    lags: dict[TP, int]
+    ages: dict[TP, float]
+    limits: dict[str, Retention]
+
+
 def _replay(histogram: Any, buckets: list[tuple[int, float]], attrs: dict[str, Any]) -> None:
     """Record each bucket's mean as often as it was observed: the bucket counts and the sum
     match the runners' exactly (see k2k.metrics.frames)."""
@@ -298,12 +489,18 @@ def _replay(histogram: Any, buckets: list[tuple[int, float]], attrs: dict[str, A
 
 
 def replicator_metrics(
-    cfg: PipelineConfig, member: str, stats: PipelineStats, target: ClusterView
+    cfg: PipelineConfig,
+    member: str,
+    stats: PipelineStats,
+    clusters: tuple[ClusterView, ClusterView],
+    readiness: PipelineReadiness,
+    members_alive: Callable[[], int],
 ) -> ReplicatorMetrics:
     """Runs on: driver, once per ``k2k start -t``. The provider with the exporters
-    ``OTEL_METRICS_EXPORTER`` names, and the pipeline's instruments on it."""
+    ``OTEL_METRICS_EXPORTER`` names, and the pipeline's instruments on it; ``clusters``:
+    the (source, target) views."""
     prefix = cfg.metrics.prefix.replicator
-
+    source, target = clusters
     telemetry = Telemetry(
         instance=member,
         attributes={"k2k.pipeline": cfg.name},
@@ -321,4 +518,7 @@ def replicator_metrics(
         stats=stats,
         ages=ages,
         identical=cfg.replication.sink.offsets.identical,
+        retention=TopicRetention(lambda topics: source.configs(topics, retry=False)),
+        readiness=readiness,
+        members_alive=members_alive,
     )

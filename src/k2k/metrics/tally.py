@@ -15,6 +15,7 @@ import time
 from typing import TYPE_CHECKING
 
 from k2k.metrics.frames import (
+    AGE_BOUNDS_S,
     COMMIT_BOUNDS_S,
     LATENCY_BOUNDS_S,
     Buckets,
@@ -62,18 +63,22 @@ class RunTally:
         self._seq = 0
 
     def on_run(self, run: ProducedRun) -> None:
-        """Per acknowledged run: its records and bytes, and the latency of its last record
-        (source timestamp to acknowledgement; skipped when the record has none)."""
+        """Per acknowledged run: its records and bytes, and of its last record the latency
+        (source timestamp to acknowledgement) and the age when it was read (both skipped
+        when the record has no timestamp)."""
         tp = (run.source_topic, run.source_partition)
         with self._lock:
             totals = self._partitions.get(tp)
             if totals is None:
-                totals = self._partitions[tp] = PartitionTotals()
+                totals = self._partitions[tp] = PartitionTotals(target=run.target_topic)
             totals.records += run.count
             totals.bytes += run.byte_count
+            totals.key_bytes += run.key_bytes
             if run.source_timestamp > 0:
-                latency = max(0.0, time.time() - run.source_timestamp / 1000)
-                _add(totals.latency, LATENCY_BOUNDS_S, latency)
+                stamp = run.source_timestamp / 1000
+                _add(totals.latency, LATENCY_BOUNDS_S, max(0.0, time.time() - stamp))
+                if run.read_at:
+                    _add(totals.age, AGE_BOUNDS_S, max(0.0, run.read_at - stamp))
             self._changed.add(tp)
 
     def committed(self, seconds: float) -> None:
@@ -101,13 +106,7 @@ class RunTally:
             return RunnerFrame(
                 self.runner,
                 self.lease,
-                {
-                    tp: PartitionTotals(
-                        x.records, x.bytes, Buckets(list(x.latency.counts), list(x.latency.sums))
-                    )
-                    for tp, x in self._partitions.items()
-                    if tp in changed
-                },
+                {tp: x.copy() for tp, x in self._partitions.items() if tp in changed},
                 self._seq,
                 Buckets(list(self._commits.counts), list(self._commits.sums)),
                 self._commit_failures,

@@ -36,6 +36,7 @@ from k2k.coordination.progress import ProgressStore
 from k2k.kafka import TP
 from k2k.kafka.diagnose import diagnosed_on_failure
 from k2k.observability.reachability import ClusterWatch
+from k2k.observability.readiness import PipelineReadiness
 from k2k.observability.stats import PipelineStats
 from k2k.pipeline.channel import LeaseControl, open_channel
 from k2k.pipeline.driver.discovery import Discovery
@@ -145,7 +146,8 @@ def open_run(
         template = _lease_template(cfg, options.member, control_topics)
         metrics = None
         if options.telemetry:
-            metrics = _start_metrics(cfg, options.member, stats, discovery, stack)
+            metrics = _start_metrics(cfg, options.member, stats, (discovery, watch), stack)
+            metrics.members_alive = lambda: len(membership.assignment.alive())
             template = dataclasses.replace(template, telemetry=True)
         control = _open_channel(cfg, sc, metrics, stop, stack)
         interval_s = cfg.replication.source.discovery_interval.total_seconds()
@@ -305,14 +307,24 @@ def _start_metrics(
     cfg: PipelineConfig,
     member: str,
     stats: PipelineStats,
-    discovery: Discovery,
+    seen: tuple[Discovery, ClusterWatch],
     stack: contextlib.ExitStack,
 ) -> ReplicatorMetrics:
-    """With ``-t``: the replicator's metrics, counting source records lost to a deleted
-    topic; the error that ends the run is counted before their last export."""
+    """With ``-t``: the replicator's metrics and readiness (``seen``: the clusters and
+    their watch), counting source records lost to a deleted topic; the error that ends the
+    run is counted before their last export."""
     from k2k.metrics.replicator import replicator_metrics  # OpenTelemetry only with -t
 
-    metrics = replicator_metrics(cfg, member, stats, discovery.target)
+    discovery, watch = seen
+    readiness = PipelineReadiness(
+        lambda: (stats.lag, stats.replicated_offsets),
+        watch.reachability.down_since,
+        watch.reachability.describe,
+        cfg.metrics.health.unready_after.total_seconds(),
+    )
+    metrics = replicator_metrics(
+        cfg, member, stats, (discovery.source, discovery.target), readiness, lambda: 0
+    )
 
     def last_export(_type: object, exc: BaseException | None, _tb: object) -> None:
         if isinstance(exc, Exception) and not isinstance(exc, StandDown):

@@ -18,6 +18,7 @@ produce, which is why the callbacks are placed so sparingly.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import compress, repeat
 from operator import not_
@@ -295,8 +296,7 @@ class RecordCopier:
             except KafkaException as exc:
                 raise self.on_produce_error(m, exc) from None
         # Key and value bytes per run, summed in C (None data counts nothing).
-        size = sum(map(len, filter(None, keys))) + sum(map(len, filter(None, values)))
-        self._account(size, run)
+        self._account(sum(map(len, filter(None, keys))), sum(map(len, filter(None, values))), run)
         return acks
 
     def _run_data(
@@ -320,12 +320,13 @@ class RecordCopier:
             return keys, values, map(Message.headers, records)
         return keys, values, repeat(None, end - first)
 
-    def _account(self, size: int, run: ProducedRun | None) -> None:
+    def _account(self, key_size: int, value_size: int, run: ProducedRun | None) -> None:
         """A run's key and value bytes: the copier's total and, when observed, the run's
         own (set before its acknowledgement is served, in a later poll or flush)."""
-        self.bytes += size
+        self.bytes += key_size + value_size
         if run is not None:
-            run.byte_count = size
+            run.byte_count = key_size + value_size
+            run.key_bytes = key_size
 
     def _callbacks(
         self,
@@ -368,6 +369,7 @@ class RecordCopier:
             plan.target,
             source_from=min(first_offset, read_to.get(tp, first_offset)),
             source_timestamp=last.timestamp()[1],
+            read_at=time.time(),
         )
         read_to[tp] = last_offset + 1
         report = RunReport(run, self.observer, ack, single=end - first == 1)

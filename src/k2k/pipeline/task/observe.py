@@ -46,8 +46,12 @@ class ProducedRun:
     source_from: int = -1
     #: Key and value bytes of the run's records (as consumed).
     byte_count: int = 0
+    #: Of ``byte_count``, the keys' bytes.
+    key_bytes: int = 0
     #: The source timestamp (ms) of the run's last record; -1 when it has none.
     source_timestamp: int = -1
+    #: When the runner read the run from the source (epoch seconds; 0 when unknown).
+    read_at: float = 0.0
 
     @property
     def contiguous(self) -> bool:
