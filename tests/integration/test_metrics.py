@@ -221,17 +221,22 @@ class _OtlpReceiver(http.server.ThreadingHTTPServer):
             self.resources.append({a.key: a.value.string_value for a in rm.resource.attributes})
             for sm in rm.scope_metrics:
                 for metric in sm.metrics:
-                    if metric.WhichOneof("data") != "sum":
-                        continue
-                    for point in metric.sum.data_points:
-                        attrs = tuple(
-                            sorted(
-                                (a.key, a.value.string_value or a.value.int_value)
-                                for a in point.attributes
-                            )
-                        )
-                        value = point.as_int if point.HasField("as_int") else point.as_double
-                        self.sums[(metric.name, attrs)] = value
+                    self._points(metric)
+
+    def _points(self, metric: Any) -> None:
+        """Sums and gauges by their value, histograms by their count (``<name>.count``)."""
+        kind = metric.WhichOneof("data")
+        if kind not in ("sum", "gauge", "histogram"):
+            return
+        for point in getattr(metric, kind).data_points:
+            attrs = tuple(
+                sorted((a.key, a.value.string_value or a.value.int_value) for a in point.attributes)
+            )
+            if kind == "histogram":
+                self.sums[(metric.name + ".count", attrs)] = point.count
+            else:
+                value = point.as_int if point.HasField("as_int") else point.as_double
+                self.sums[(metric.name, attrs)] = value
 
     def value(self, name: str, attributes: dict[str, Any]) -> float | None:
         return self.sums.get((name, tuple(sorted(attributes.items()))))
@@ -295,6 +300,10 @@ def test_offset_mapping_app_exports_what_its_pass_did(clusters, tmp_path: Path):
         assert receiver.value("k2k.offsetmapping.passes", app) == 1
         assert receiver.value("k2k.offsetmapping.commits", app) == 2
         assert receiver.value("k2k.offsetmapping.partitions.translated", app) == 2
+        # Both positions were seen and committed in the one pass: two latencies, and when.
+        assert receiver.value("k2k.offsetmapping.checkpoint.latency.count", app) == 2
+        last_pass = receiver.value("k2k.offsetmapping.last.pass.timestamp", app)
+        assert last_pass is not None and time.time() - 120 < last_pass <= time.time()
         assert target_commits(clusters, "metrics-om-group") == {(target, 0): 5, (target, 1): 12}
     finally:
         receiver.shutdown()

@@ -74,6 +74,9 @@ class PassReport:
     active: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    #: Per source position committed translated this pass: seconds since a pass first
+    #: saw the group at that position (the app's checkpoint latency).
+    latencies: list[float] = field(default_factory=list)
 
     def line(self) -> str:
         parts = [
@@ -128,6 +131,8 @@ class OffsetMappingApp:
         self._next_clean = time.monotonic() + cfg.offset_mapping.retention.schedule.total_seconds()
         self.store: MappingStore | None = None
         self.runs: RunReader | None = None
+        #: (group, source partition) -> (position, when a pass first saw it there).
+        self._seen: dict[tuple[str, TP], tuple[int, float]] = {}
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -212,6 +217,7 @@ class OffsetMappingApp:
         ]
         sources, errors = committed_offsets(self.source.admin, selected, self.timeout_s)
         report.failures += [str(e) for e in errors]
+        self._note_positions(sources, started)
         self.store.catch_up()
         plans = {g: self._plan(g, offsets, report) for g, offsets in sources.items()}
         plans = {g: p for g, p in plans.items() if p.offsets}
@@ -221,6 +227,24 @@ class OffsetMappingApp:
         self._commit({g: plans[g] for g in idle}, report)
         report.seconds = time.monotonic() - started
         return report
+
+    def _note_positions(self, sources: dict[str, dict[TP, Committed]], now: float) -> None:
+        """Remember when each group position was first seen, for the checkpoint latency."""
+        seen = self._seen
+        for group, offsets in sources.items():
+            for tp, (offset, _meta) in offsets.items():
+                before = seen.get((group, tp))
+                if before is None or before[0] != offset:
+                    seen[(group, tp)] = (offset, now)
+
+    def _latencies(self, group: str, sources: dict[TP, int]) -> list[float]:
+        """Seconds from first seeing each of ``sources`` to its commit now."""
+        now = time.monotonic()
+        return [
+            now - seen[1]
+            for tp, offset in sources.items()
+            if (seen := self._seen.get((group, tp))) is not None and seen[0] == offset
+        ]
 
     def _plan(self, group: str, offsets: dict[TP, Committed], report: PassReport) -> GroupPlan:
         assert self.store is not None
@@ -315,6 +339,9 @@ class OffsetMappingApp:
             else:
                 report.failures.append(str(error))
         report.committed += sum(len(c) for c in commits.values())
+        for group, done in commits.items():
+            for target in done:
+                report.latencies += self._latencies(group, plans[group].sources[target])
 
     # -- retention -------------------------------------------------------------------------
 
