@@ -102,11 +102,19 @@ def cpu_s(pids: list[int]) -> float:
 
 
 def copy(
-    tmp: Path, doc: dict, target: str, dest: str, records: int, others: dict[str, list[int]]
+    tmp: Path,
+    doc: dict,
+    target: str,
+    dest: str,
+    records: int,
+    others: dict[str, list[int]],
+    flags: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
 ) -> float:
-    """Records/s of one ``k2k start --until-caught-up``, first to last target record (the
-    target topic is created first with LogAppendTime: the brokers' clock times the copy);
-    prints the CPU seconds of k2k's process tree and of ``others`` (name -> pids)."""
+    """Records/s of one ``k2k start --until-caught-up [flags]`` (``env`` added to the
+    environment), first to last target record (the target topic is created first with
+    LogAppendTime: the brokers' clock times the copy); prints the CPU seconds of k2k's
+    process tree and of ``others`` (name -> pids)."""
     admin = AdminClient({"bootstrap.servers": target})
     append_time = {"message.timestamp.type": "LogAppendTime"}
     admin.create_topics([NewTopic(dest, PARTITIONS, 1, config=append_time)])[dest].result()
@@ -116,9 +124,10 @@ def copy(
     clock = cpu_clock()
     with open(tmp / f"{dest}.log", "w") as log:
         k2k = subprocess.Popen(
-            [str(ROOT / ".venv/bin/k2k"), "start", "--until-caught-up", "-f", str(path)],
+            [str(ROOT / ".venv/bin/k2k"), "start", "--until-caught-up", *flags, "-f", str(path)],
             stdout=subprocess.DEVNULL,
             stderr=log,
+            env={**os.environ, **(env or {})},
         )
         monitor = Monitor([k2k])
         monitor.start()

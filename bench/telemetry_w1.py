@@ -1,0 +1,142 @@
+"""W1 with ``-t`` and everything the wall reads, against the same copy without ``-t``
+(issue 51's 95 % goal).
+
+One embedded broker pair (1 GiB heaps, full JIT). The source topic holds ``--records`` x
+100 B over 8 partitions. Each round copies it with ``k2k start --until-caught-up`` on
+``local[2]`` into fresh target topics, once per mode:
+
+* ``off``: no ``-t``;
+* ``on``: ``-t`` with the Prometheus exporter, librdkafka client statistics on
+  (``metrics.clientStatistics``), ``/metrics`` and ``/readyz`` fetched every 5 s and
+  ``/api/status`` (the status page's feed) every 2 s, as a Prometheus, a kubelet and an
+  open status page would.
+
+The order alternates per round; medians are printed with the ratio. Warm-up copies run
+first and are not counted. Records/s counts from the first record on the target to the
+last (the brokers' append times; start-up excluded).
+
+    .venv/bin/python -m bench.telemetry_w1 [--records 2000000] [--rounds 3] [--warmups 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import threading
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+from bench.schema_mapping_w1 import copy, preload
+from k2k.local import free_port, start_pair
+
+#: (path, seconds between fetches) of what the wall reads while k2k copies.
+READERS = (("/metrics", 5.0), ("/readyz", 5.0), ("/api/status", 2.0))
+
+
+def pipeline(source: str, target: str, topic: str, dest: str, on: bool) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "name": f"bench-t-{uuid.uuid4().hex[:8]}",
+        "features": {"autoCreateTopics": "enabled", "autoCreateControlTopics": "enabled"},
+        "source": {"kafka": {"common": {"bootstrap.servers": source}}},
+        "target": {"kafka": {"common": {"bootstrap.servers": target}}},
+        "replication": [
+            {"source": {"topic": [topic]}},
+            {"sink": {"topic": {"map": {topic: dest}}, "partition": "source"}},
+        ],
+        "spark": {"master": "local[2]"},
+    }
+    if on:
+        doc["metrics"] = {"clientStatistics": {"enabled": True, "interval": "5 seconds"}}
+    return doc
+
+
+class Wall:
+    """Fetches what a Prometheus, a kubelet and an open status page would, until stopped."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.stop = threading.Event()
+        self.fetched = 0
+        self.threads = [threading.Thread(target=self._read, args=r, daemon=True) for r in READERS]
+
+    def __enter__(self) -> Wall:
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join()
+
+    def _read(self, path: str, every_s: float) -> None:
+        while not self.stop.wait(every_s):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as r:
+                    r.read()
+                    self.fetched += 1
+            except (OSError, urllib.error.HTTPError):
+                pass  # not serving yet, or 503 before the first lease
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--records", type=int, default=2_000_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--warmups", type=int, default=2)
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="k2k-bench-t-"))
+    pair = start_pair(
+        tmp / "clusters", free_port(), free_port(), heap="1g", jvm_options=(), owner_pid=os.getpid()
+    )
+    try:
+        topic = "w1-t"
+        preload(pair.source.bootstrap, topic, args.records, [0])
+        brokers = [pid for b in (pair.source, pair.target) if (pid := b.pid) is not None]
+
+        def copy_to(dest: str, mode: str) -> float:
+            on = mode == "on"
+            doc = pipeline(pair.source.bootstrap, pair.target.bootstrap, topic, dest, on)
+            if not on:
+                return copy(
+                    tmp, doc, pair.target.bootstrap, dest, args.records, {"brokers": brokers}
+                )
+            port = free_port()
+            env = {
+                "OTEL_METRICS_EXPORTER": "prometheus",
+                "OTEL_EXPORTER_PROMETHEUS_PORT": str(port),
+            }
+            with Wall(port) as wall:
+                rate = copy(
+                    tmp, doc, pair.target.bootstrap, dest, args.records, {"brokers": brokers},
+                    ("-t",), env,
+                )  # fmt: skip
+            print(f"    the wall fetched {wall.fetched} times", flush=True)
+            return rate
+
+        for i in range(args.warmups):
+            mode = ("on", "off")[i % 2]
+            rate = copy_to(f"{topic}-warmup-{i}", mode)
+            print(f"  warm-up {i + 1} ({mode}, not counted): {rate:,.0f} records/s", flush=True)
+        results: dict[str, list[float]] = {"off": [], "on": []}
+        for rnd in range(args.rounds):
+            for mode in ("off", "on") if rnd % 2 == 0 else ("on", "off"):
+                rate = copy_to(f"{topic}-{mode}-{rnd}", mode)
+                results[mode].append(rate)
+                print(f"  round {rnd + 1} {mode:3}: {rate:,.0f} records/s", flush=True)
+        off, on = statistics.median(results["off"]), statistics.median(results["on"])
+        print(
+            f"W1 {args.records:,} x 100 B, {args.rounds} rounds: -t off {off:,.0f} records/s, "
+            f"on {on:,.0f} records/s (medians): {on / off:.0%} of off"
+        )
+    finally:
+        pair.stop()
+
+
+if __name__ == "__main__":
+    main()
