@@ -27,7 +27,9 @@ from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-__all__ = ["STATIC_FILES", "Health", "StatusServer", "WSGIApp", "always_ready"]
+from k2k.errors import ConfigError
+
+__all__ = ["STATIC_FILES", "Health", "StatusServer", "WSGIApp", "always_ready", "parse_listen"]
 
 log = logging.getLogger("k2k.metrics")
 
@@ -51,6 +53,23 @@ class Health:
 
     ready: bool
     reason: str
+
+
+def parse_listen(value: str, option: str = "--listen") -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6; ``:PORT`` means 127.0.0.1) as a bind address.
+
+    >>> parse_listen("0.0.0.0:9465"), parse_listen("[::1]:80"), parse_listen(":0")
+    (('0.0.0.0', 9465), ('::1', 80), ('127.0.0.1', 0))
+    >>> parse_listen("localhost")
+    Traceback (most recent call last):
+    ...
+    k2k.errors.ConfigError: --listen: not HOST:PORT, got 'localhost'; expected e.g. 127.0.0.1:9465
+    """
+    host, sep, port = value.strip().rpartition(":")
+    host = host.removeprefix("[").removesuffix("]") or "127.0.0.1"
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise ConfigError(f"{option}: not HOST:PORT, got {value!r}; expected e.g. 127.0.0.1:9465")
+    return host, int(port)
 
 
 def always_ready() -> Health:
