@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
@@ -298,17 +298,29 @@ def _replay(histogram: Any, buckets: list[tuple[int, float]], attrs: dict[str, A
 
 
 def replicator_metrics(
-    cfg: PipelineConfig, member: str, stats: PipelineStats, target: ClusterView
+    cfg: PipelineConfig,
+    member: str,
+    stats: PipelineStats,
+    target: ClusterView,
+    *,
+    status_snapshot: Callable[[], dict[str, Any]] | None = None,
 ) -> ReplicatorMetrics:
     """Runs on: driver, once per ``k2k start -t``. The provider with the exporters
-    ``OTEL_METRICS_EXPORTER`` names, and the pipeline's instruments on it."""
+    ``OTEL_METRICS_EXPORTER`` names, and the pipeline's instruments on it; the status page
+    reads ``status_snapshot`` while it is viewed."""
+    from k2k.observability.http.feed import StatusFeed
+
     prefix = cfg.metrics.prefix.replicator
+    feed = None
+    if status_snapshot is not None:
+        feed = StatusFeed(status_snapshot, source="live", pipeline=cfg.name)
 
     telemetry = Telemetry(
         instance=member,
         attributes={"k2k.pipeline": cfg.name},
         histograms=replicator_histograms(prefix),
         kafka_exporter=kafka_exporter_factory(cfg, target, member),
+        status=feed,
     )
     ages = OldestUnreplicated(
         cfg.source_client("consumer"), f"k2k.{cfg.name}", cfg.source.connect_timeout.total_seconds()

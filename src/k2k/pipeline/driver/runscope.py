@@ -27,7 +27,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from k2k.config import PipelineConfig
 from k2k.coordination.assignment import StandDown
@@ -78,6 +78,8 @@ class RunOptions:
     telemetry: bool = False
     #: Start offsets for partitions without progress (the reverse run's fork point).
     start_at: Mapping[TP, int] | None = None
+    #: With ``telemetry``: the status page's ``k2k status --json`` document, read when viewed.
+    status_snapshot: Callable[[], dict[str, Any]] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,7 +147,7 @@ def open_run(
         template = _lease_template(cfg, options.member, control_topics)
         metrics = None
         if options.telemetry:
-            metrics = _start_metrics(cfg, options.member, stats, discovery, stack)
+            metrics = _start_metrics(cfg, options, stats, discovery, stack)
             template = dataclasses.replace(template, telemetry=True)
         control = _open_channel(cfg, sc, metrics, stop, stack)
         interval_s = cfg.replication.source.discovery_interval.total_seconds()
@@ -303,7 +305,7 @@ def _lease_template(cfg: PipelineConfig, member: str, control_topics: ControlTop
 
 def _start_metrics(
     cfg: PipelineConfig,
-    member: str,
+    options: RunOptions,
     stats: PipelineStats,
     discovery: Discovery,
     stack: contextlib.ExitStack,
@@ -312,7 +314,9 @@ def _start_metrics(
     topic; the error that ends the run is counted before their last export."""
     from k2k.metrics.replicator import replicator_metrics  # OpenTelemetry only with -t
 
-    metrics = replicator_metrics(cfg, member, stats, discovery.target)
+    metrics = replicator_metrics(
+        cfg, options.member, stats, discovery.target, status_snapshot=options.status_snapshot
+    )
 
     def last_export(_type: object, exc: BaseException | None, _tb: object) -> None:
         if isinstance(exc, Exception) and not isinstance(exc, StandDown):
