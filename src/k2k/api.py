@@ -116,6 +116,8 @@ class Replicator:
             standby=standby,
             telemetry=telemetry,
             start_at=start_at,
+            # The status page of -t reads what `k2k status --json` shows, while viewed.
+            status_snapshot=(lambda: read_status(config).to_json()) if telemetry else None,
         )
         self._planner: Planner | None = None
         self._stop_requested = False

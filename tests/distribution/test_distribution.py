@@ -45,6 +45,8 @@ def test_wheel_carries_license_ranges_typing_marker_and_package_data(wheel: Path
         info = next(n for n in names if n.endswith(".dist-info/METADATA"))
         metadata = z.read(info).decode()
     assert {"k2k/py.typed", "k2k/local/pom.xml", "k2k/spark/log4j2.properties"} <= names
+    static = "k2k/observability/http/static/"
+    assert {static + f for f in ("index.html", "status.js", "uPlot.iife.min.js")} <= names
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert "License-Expression: Apache-2.0" in metadata.splitlines()
     requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]

@@ -33,6 +33,7 @@ ALLOWED = {
     # Record transforms: compiled from the config, applied by the runners (and by verify).
     "transforms": {"errors", "config"},
     # Below the pipeline: runners feed it through the observer, the planner through stats.
+    # Its Prometheus exporter is served by observability's HTTP server (probes, status page).
     "metrics": {"errors", "formats", "kafka", "config", "coordination", "observability"},
     "admin": {"errors", "formats", "stages", "config", "kafka", "coordination"},
     # The daemon preloads the task runner for the workers it forks (SPARK_DAEMON below).

@@ -68,6 +68,7 @@ class ReplicatorMetrics:
         retention: TopicRetention | None = None,
         readiness: PipelineReadiness | None = None,
         members_alive: Callable[[], int] | None = None,
+        recent_errors: deque[tuple[float, str, str]] | None = None,
     ) -> None:
         self.telemetry = telemetry
         self.identical = identical
@@ -79,7 +80,7 @@ class ReplicatorMetrics:
         self.readiness = readiness
         self.members_alive = members_alive
         #: The newest faults, for the status page: (epoch s, class, first line).
-        self.recent_errors: deque[tuple[float, str, str]] = deque(maxlen=20)
+        self.recent_errors = deque(maxlen=20) if recent_errors is None else recent_errors
         self._lock = threading.Lock()
         self._deltas = FrameDeltas()
         self._catch_up = CatchUp()
@@ -235,13 +236,12 @@ class ReplicatorMetrics:
             m.create_observable_gauge(
                 p + "ready", [self._ready], "1", "1 while /readyz answers ready, else 0"
             )
-        if self.members_alive is not None:
-            m.create_observable_gauge(
-                p + "members.alive",
-                [self._members],
-                "{member}",
-                "Members of the commit group alive, as this instance sees them",
-            )
+        m.create_observable_gauge(
+            p + "members.alive",
+            [self._members],
+            "{member}",
+            "Members of the commit group alive, as this instance sees them",
+        )
 
     # -- from runners --------------------------------------------------------------------
 
@@ -494,18 +494,34 @@ def replicator_metrics(
     stats: PipelineStats,
     clusters: tuple[ClusterView, ClusterView],
     readiness: PipelineReadiness,
-    members_alive: Callable[[], int],
+    *,
+    status_snapshot: Callable[[], dict[str, Any]] | None = None,
 ) -> ReplicatorMetrics:
     """Runs on: driver, once per ``k2k start -t``. The provider with the exporters
     ``OTEL_METRICS_EXPORTER`` names, and the pipeline's instruments on it; ``clusters``:
-    the (source, target) views."""
+    the (source, target) views; ``/readyz`` answers ``readiness``; the status page reads
+    ``status_snapshot`` while it is viewed."""
+    from k2k.observability.http.feed import StatusFeed
+
     prefix = cfg.metrics.prefix.replicator
     source, target = clusters
+    errors: deque[tuple[float, str, str]] = deque(maxlen=20)
+    feed = None
+    if status_snapshot is not None:
+        feed = StatusFeed(
+            status_snapshot,
+            source="live",
+            pipeline=cfg.name,
+            ready=readiness.check,
+            errors=lambda: [{"at": t, "class": c, "message": m} for t, c, m in list(errors)],
+        )
     telemetry = Telemetry(
         instance=member,
         attributes={"k2k.pipeline": cfg.name},
         histograms=replicator_histograms(prefix),
         kafka_exporter=kafka_exporter_factory(cfg, target, member),
+        health=readiness.check,
+        status=feed,
     )
     ages = OldestUnreplicated(
         cfg.source_client("consumer"), f"k2k.{cfg.name}", cfg.source.connect_timeout.total_seconds()
@@ -520,5 +536,5 @@ def replicator_metrics(
         identical=cfg.replication.sink.offsets.identical,
         retention=TopicRetention(lambda topics: source.configs(topics, retry=False)),
         readiness=readiness,
-        members_alive=members_alive,
+        recent_errors=errors,
     )

@@ -3,7 +3,8 @@
 Runs on: driver (``k2k start -t``) or the Offset Mapping app (``k2k offset-mapping start
 -t``). ``OTEL_METRICS_EXPORTER`` is a comma list of ``prometheus`` (k2k's default: a
 ``/metrics`` endpoint on ``OTEL_EXPORTER_PROMETHEUS_HOST``:``OTEL_EXPORTER_PROMETHEUS_PORT``,
-default 127.0.0.1:9464), ``otlp`` (the SDK's OTLP exporter reads the standard
+default 127.0.0.1:9464, served by :class:`~k2k.observability.http.server.StatusServer` with
+``/healthz``, ``/readyz`` and the status page beside it), ``otlp`` (the SDK's OTLP exporter reads the standard
 ``OTEL_EXPORTER_OTLP_*`` variables), ``console``, ``kafka`` (the metrics topic) and ``none``.
 Push exporters run every ``OTEL_METRIC_EXPORT_INTERVAL`` ms (SDK default 60000).
 """
@@ -27,6 +28,8 @@ from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, V
 from opentelemetry.sdk.resources import Resource
 
 from k2k.errors import ConfigError, K2KError
+from k2k.observability.http.server import StatusServer, always_ready
+from k2k.observability.readiness import Health
 
 __all__ = ["EXPORTERS", "Telemetry", "check_environment", "exporter_names"]
 
@@ -99,7 +102,12 @@ class HistogramBounds:
 
 class Telemetry:
     """Runs on: driver. The process's MeterProvider with the chosen readers; ``close()``
-    exports once more (push exporters) and stops the ``/metrics`` endpoint."""
+    exports once more (push exporters) and stops the ``/metrics`` endpoint.
+
+    ``health`` and ``status`` feed ``/readyz`` and the status page of the ``prometheus``
+    exporter's server (``server.attach(...)`` replaces them later); without them the process
+    is always ready ("no readiness source") and has no ``/api/status``.
+    """
 
     def __init__(
         self,
@@ -109,10 +117,14 @@ class Telemetry:
         histograms: Sequence[HistogramBounds] = (),
         kafka_exporter: Callable[[], MetricExporter] | None = None,
         env: Mapping[str, str] | None = None,
+        health: Callable[[], Health] | None = None,
+        status: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         env = os.environ if env is None else env
         names = exporter_names(env)
-        self._server: Any = None
+        self._health = health or always_ready
+        self._status = status
+        self.server: StatusServer | None = None
         self.prometheus: tuple[str, int] | None = None
         readers = [self._reader(name, env, kafka_exporter) for name in names]
         resource_attributes: dict[str, str] = {"service.instance.id": instance, **attributes}
@@ -145,18 +157,20 @@ class Telemetry:
 
     def _prometheus(self, env: Mapping[str, str]) -> MetricReader:
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
-        from prometheus_client import start_http_server
+        from prometheus_client import make_wsgi_app
 
         host, port = prometheus_address(env)
         reader = PrometheusMetricReader()
         try:
-            self._server, _thread = start_http_server(port, addr=host)
+            self.server = StatusServer(
+                host, port, metrics_app=make_wsgi_app(), health=self._health, status=self._status
+            )
         except OSError as exc:
             raise K2KError(
                 f"metrics: cannot serve /metrics on {host}:{port}: {exc.strerror or exc}; set "
                 "OTEL_EXPORTER_PROMETHEUS_HOST/OTEL_EXPORTER_PROMETHEUS_PORT to a free address"
             ) from None
-        self.prometheus = (host, self._server.server_port)
+        self.prometheus = self.server.address
         log.info("metrics: serving /metrics on http://%s:%d/metrics", host, self.prometheus[1])
         return reader
 
@@ -170,10 +184,9 @@ class Telemetry:
             self.provider.shutdown(timeout_millis=10_000)
         except Exception as exc:  # the SDK raises assorted errors from exporters
             log.warning("metrics: shutdown: %s", exc)
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        if self.server is not None:
+            self.server.close()
+            self.server = None
 
 
 def _otlp_exporter(env: Mapping[str, str]) -> MetricExporter:

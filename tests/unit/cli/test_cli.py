@@ -336,3 +336,29 @@ def test_template_engine_disabled_keeps_placeholders(tmp_path):
     result = run("validate", "-f", str(doc), "--template-engine", "disabled")
     assert result.returncode == 0, result.stderr
     assert yaml.safe_load(result.stdout)["spark"]["conf"] == {"x": "${env:K2K_TEST_SURELY_UNSET}"}
+
+
+@pytest.mark.parametrize("listen", ["localhost", "127.0.0.1:http", "127.0.0.1:70000"])
+def test_status_serve_refuses_a_bad_listen_address_in_one_line(tmp_path, listen):
+    result = run("status", "-f", str(with_changes(tmp_path, lambda d: None)), "--serve",
+                 "--listen", listen)  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"error: --listen: not HOST:PORT, got {listen!r}; expected e.g. 127.0.0.1:9465"
+    ]
+
+
+def test_status_serve_names_an_address_in_use_in_one_line(tmp_path):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        path = with_changes(tmp_path, lambda d: None)
+        result = run("status", "-f", str(path), "--serve", "--listen", f"127.0.0.1:{port}")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"error: status: cannot serve on 127.0.0.1:{port}: Address already in use; choose "
+        "another address with --listen HOST:PORT"
+    ]

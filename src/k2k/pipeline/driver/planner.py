@@ -34,7 +34,7 @@ import logging
 import math
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from k2k.config import PipelineConfig
 from k2k.coordination.assignment import default_member_name
@@ -84,6 +84,7 @@ class Planner:
         standby: bool = False,
         telemetry: bool = False,
         start_at: Mapping[TP, int] | None = None,
+        status_snapshot: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         """Runs on: driver. Connects nothing yet: :meth:`run` does.
 
@@ -96,7 +97,9 @@ class Planner:
         ``telemetry``: export metrics (k2k.metrics, chosen by ``OTEL_*`` variables);
         ``start_at``: where partitions without progress start, instead of
         ``auto.offset.reset`` (the reverse run's fork point; see
-        :func:`~k2k.pipeline.driver.positions.starts_at`)."""
+        :func:`~k2k.pipeline.driver.positions.starts_at`);
+        ``status_snapshot``: with ``telemetry``, the status page's source (the ``k2k status
+        --json`` document, read when the page is viewed)."""
         self.cfg = cfg
         self.options = RunOptions(
             member=member or default_member_name(),
@@ -107,6 +110,7 @@ class Planner:
             standby=standby,
             telemetry=telemetry,
             start_at=start_at,
+            status_snapshot=status_snapshot,
         )
         #: What the planner plans by; the statistics (and the display) read it.
         self.planning = PlanningState()

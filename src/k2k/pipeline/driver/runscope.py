@@ -27,7 +27,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from k2k.config import PipelineConfig
 from k2k.coordination.assignment import StandDown
@@ -79,6 +79,8 @@ class RunOptions:
     telemetry: bool = False
     #: Start offsets for partitions without progress (the reverse run's fork point).
     start_at: Mapping[TP, int] | None = None
+    #: With ``telemetry``: the status page's ``k2k status --json`` document, read when viewed.
+    status_snapshot: Callable[[], dict[str, Any]] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,7 +148,7 @@ def open_run(
         template = _lease_template(cfg, options.member, control_topics)
         metrics = None
         if options.telemetry:
-            metrics = _start_metrics(cfg, options.member, stats, (discovery, watch), stack)
+            metrics = _start_metrics(cfg, options, stats, (discovery, watch), stack)
             metrics.members_alive = lambda: len(membership.assignment.alive())
             template = dataclasses.replace(template, telemetry=True)
         control = _open_channel(cfg, sc, metrics, stop, stack)
@@ -305,7 +307,7 @@ def _lease_template(cfg: PipelineConfig, member: str, control_topics: ControlTop
 
 def _start_metrics(
     cfg: PipelineConfig,
-    member: str,
+    options: RunOptions,
     stats: PipelineStats,
     seen: tuple[Discovery, ClusterWatch],
     stack: contextlib.ExitStack,
@@ -323,7 +325,12 @@ def _start_metrics(
         cfg.metrics.health.unready_after.total_seconds(),
     )
     metrics = replicator_metrics(
-        cfg, member, stats, (discovery.source, discovery.target), readiness, lambda: 0
+        cfg,
+        options.member,
+        stats,
+        (discovery.source, discovery.target),
+        readiness,
+        status_snapshot=options.status_snapshot,
     )
 
     def last_export(_type: object, exc: BaseException | None, _tb: object) -> None:
