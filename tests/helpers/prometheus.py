@@ -62,13 +62,14 @@ def promtool(*args: str | Path) -> subprocess.CompletedProcess[str]:
 
 
 def dashboard_exprs(path: Path = DASHBOARD) -> list[tuple[str, str]]:
-    """``(panel title and refId, expr)`` for every query of the dashboard, rows included."""
+    """``(panel id, title and refId, expr)`` for every query of the dashboard, rows included."""
     found: list[tuple[str, str]] = []
 
     def walk(panels: list[dict[str, Any]]) -> None:
         for panel in panels:
             for target in panel.get("targets", []):
-                found.append((f"panel {panel['title']!r} {target['refId']}", target["expr"]))
+                where = f"panel {panel['id']} {panel['title']!r} {target['refId']}"
+                found.append((where, target["expr"]))
             walk(panel.get("panels", []))
 
     walk(json.loads(path.read_text())["panels"])
