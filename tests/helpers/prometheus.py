@@ -106,7 +106,7 @@ def substitute(expr: str, pipeline: str = ".*", instance: str = ".*", app: str =
     return expr
 
 
-_COMPARISON = re.compile(r"(==|!=|>=|<=|>|<)(?!\s*bool\b)")
+_COMPARISON = re.compile(r"(==|!=|>=|<=|>(?!=)|<(?!=))(?!\s*bool\b)")
 
 
 def as_bool(expr: str) -> str:

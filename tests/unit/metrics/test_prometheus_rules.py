@@ -99,3 +99,10 @@ def test_every_dashboard_and_alert_expression_parses(tmp_path: Path):
     path.write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
     result = promtool("check", "rules", path)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_as_bool_turns_comparisons_into_bool_ones_outside_matchers_and_strings():
+    expr = 'sum by (p) (x{a!="b",c=~">"}[5m]) > 0.8 or max(y) == 0 and z <= bool 1'
+    assert as_bool(expr) == (
+        'sum by (p) (x{a!="b",c=~">"}[5m]) > bool 0.8 or max(y) == bool 0 and z <= bool 1'
+    )
