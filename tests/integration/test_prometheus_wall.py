@@ -15,6 +15,7 @@ import math
 import os
 import re
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -103,6 +104,33 @@ def _app(tmp_path: Path, doc: dict[str, Any], port: int) -> subprocess.Popen[byt
     )
 
 
+class _MovingGroup:
+    """A consumer group on the source that commits 5 records further every second, as a
+    live consumer would: the app has a new position to translate in every pass."""
+
+    def __init__(self, clusters: Any, group: str, topic: str) -> None:
+        self.stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, args=(clusters, group, topic), daemon=True
+        )
+
+    def __enter__(self) -> _MovingGroup:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop.set()
+        self._thread.join()
+
+    def _run(self, clusters: Any, group: str, topic: str) -> None:
+        position = 5
+        while True:
+            commit_source(clusters, group, {(topic, 0): position, (topic, 1): position})
+            position += 5
+            if self.stop.wait(1.0):
+                return
+
+
 def _tail(path: Path) -> str:
     return path.read_text()[-3000:] if path.exists() else "(not started)"
 
@@ -157,9 +185,9 @@ def test_every_dashboard_and_rule_expression_returns_data_from_a_live_pipeline(
         app_doc = app_config(clusters, f"{name}-app", mappings, [group])
         app_doc["groups"]["pollInterval"] = "1 second"
         app = _app(tmp_path, app_doc, app_port)
-        commit_source(clusters, group, {(topic, 0): 5, (topic, 1): 5})
         produce(clusters.target, topic, [(0, b"foreign", b"not replicated", None, None)])
-        eventually(lambda: _silent(prom, exprs, started), expected=[], timeout=60, interval=2)
+        with _MovingGroup(clusters, group, topic):
+            eventually(lambda: _silent(prom, exprs, started), expected=[], timeout=60, interval=2)
         firing = eventually(lambda: _firing(prom, name), expected={"K2KForeignWrites"}, timeout=30)
         assert firing == {"K2KForeignWrites"}
         assert not _undocumented(_metric_names(exprs), prom)
