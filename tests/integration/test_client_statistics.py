@@ -37,7 +37,12 @@ def _value(samples: dict[str, list[Any]], name: str) -> float | None:
 
 
 def _replicate(
-    clusters, tmp_path: Path, name: str, topic: str, **metrics: Any
+    clusters,
+    tmp_path: Path,
+    name: str,
+    topic: str,
+    exactly_once: bool = False,
+    **metrics: Any,
 ) -> tuple[dict[str, list[Any]], int]:
     """Replicate two partitions of known records with ``k2k start -t``; the scrape once
     every record is replicated and, with client statistics, counted by both clients, and
@@ -45,7 +50,8 @@ def _replicate(
     create_topic(clusters.source, topic, 2)
     records = _records(2)
     produce(clusters.source, topic, records)
-    doc = pipeline_dict(clusters, name, [topic], metrics=metrics)
+    features = {"exactlyOnce": "enabled" if exactly_once else "disabled"}
+    doc = pipeline_dict(clusters, name, [topic], metrics=metrics, features=features)
     port = free_port()
     env = {"OTEL_METRICS_EXPORTER": "prometheus", "OTEL_EXPORTER_PROMETHEUS_PORT": str(port)}
     proc = K2KProcess(write_pipeline(tmp_path, doc), tmp_path / "k2k.log", "-t", env=env)
@@ -67,12 +73,14 @@ def _replicate(
         assert proc.stop() == 0, proc.output()[-3000:]
 
 
+@pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
 def test_client_statistics_show_the_runners_consumer_and_producer(
-    clusters, tmp_path: Path, topic_name, group_name
+    clusters, tmp_path: Path, topic_name, group_name, exactly_once: bool
 ):
+    """Exactly-once, a runner's two transactional producers add up."""
     stats = {"enabled": True, "interval": "1 second"}
     samples, key_value_bytes = _replicate(
-        clusters, tmp_path, group_name("p"), topic_name("src"), clientStatistics=stats
+        clusters, tmp_path, group_name("p"), topic_name("src"), exactly_once, clientStatistics=stats
     )
     replicated = 2 * PER_PARTITION
     # Totals: every replicated record was fetched and sent (the producer also sent the

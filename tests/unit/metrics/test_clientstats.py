@@ -5,6 +5,7 @@ clients in its frame, and the driver's counters and gauges made from the frames.
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from k2k.metrics.replicator import ReplicatorMetrics
 from k2k.metrics.tally import RunTally
 from k2k.observability.stats import PipelineStats
 from k2k.pipeline.plan import RunnerSummary
+from k2k.pipeline.task.commit.transactions import TransactionPair
 from tests.unit.metrics.test_metrics import _InMemory
 
 DATA = Path(__file__).parent / "data"
@@ -180,3 +182,33 @@ def test_interval_is_whole_milliseconds_of_at_most_a_day():
     assert parsed.client_statistics.interval_ms == 2
     with pytest.raises(ValueError, match=r"clientStatistics\.interval[\s\S]*too long"):
         PipelineMetrics.model_validate({"clientStatistics": {"interval": "25 hours"}})
+
+
+class _Producer:
+    """Counts polls: what TransactionPair.serve_idle may do to a producer."""
+
+    def __init__(self) -> None:
+        self.polls = 0
+
+    def poll(self, _timeout: float) -> int:
+        self.polls += 1
+        return 0
+
+
+def test_the_idle_transactional_producer_is_polled_only_while_no_commit_runs_on_it():
+    first, second = _Producer(), _Producer()
+    pair = TransactionPair([first, second])
+    try:
+        pair.serve_idle()
+        assert (first.polls, second.polls) == (0, 1)  # first is current
+        started, release = threading.Event(), threading.Event()
+        pair.hand_off(lambda: (started.set(), release.wait(10)), carried="batch 1")
+        assert started.wait(10)
+        pair.serve_idle()  # first commits on the pair's thread: left alone
+        assert first.polls == 0
+        release.set()
+        assert pair.wait() == "batch 1"
+        pair.serve_idle()
+        assert (first.polls, second.polls) == (1, 1)
+    finally:
+        pair.close()

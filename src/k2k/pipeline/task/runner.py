@@ -244,7 +244,13 @@ class Runner:
         commit = self.spec.commit
         if commit.exactly_once:
             return ExactlyOnce(
-                commit, producers, self.ledger, self.faults, len(source.assigned), source.touched
+                commit,
+                producers,
+                self.ledger,
+                self.faults,
+                len(source.assigned),
+                source.touched,
+                serve_idle=self.statistics is not None,
             )
         return AtLeastOnce(commit, producers[0], self.ledger, self.faults)
 
@@ -365,6 +371,7 @@ class Runner:
                 if not live:
                     break
                 strategy.service()  # a slot with nothing to read waits for an assignment
+                source.serve()
                 stop.wait(_EMPTY_SLOT_WAIT_S)
                 continue
             if monotonic() >= deadline:

@@ -289,6 +289,13 @@ class SourceReader:
             self.behind.discard(tp)
             self.outcomes[tp].reached_end = True
 
+    def serve(self) -> None:
+        """Serve what the consumer queued for its poll while it has no partition to read:
+        a consumer never polled keeps every statistics document it emits
+        (k2k.metrics.clientstats). With none assigned, no record or event is lost."""
+        if self._consumer is not None and not self.assigned:
+            self._consumer.poll(0)
+
     def close(self) -> None:
         if self._consumer is not None:
             self._consumer.close()

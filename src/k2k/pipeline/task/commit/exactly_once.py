@@ -82,9 +82,12 @@ class ExactlyOnce:
         faults: RunnerFaults,
         partitions: int,
         touched: Set[TP] = frozenset(),
+        serve_idle: bool = False,
     ) -> None:
         """``touched``: the source partitions read since the last commit point (the source
-        reader's set, updated in place)."""
+        reader's set, updated in place); ``serve_idle``: poll the producer that is not
+        taking records too (client statistics: see :meth:`TransactionPair.serve_idle`)."""
+        self.serve_idle = serve_idle
         txid = faults.transactional_id
         self.pair = TransactionPair(producers, producer_ids(txid) if txid else None)
         self.producer: Producer = self.pair.current
@@ -145,6 +148,8 @@ class ExactlyOnce:
 
     def service(self) -> None:
         self.producer.poll(0)
+        if self.serve_idle:
+            self.pair.serve_idle()
         self.faults.raise_failure()
 
     def add(self, record: BatchRecord) -> None:
