@@ -15,7 +15,6 @@ from tests.helpers.pipelines import pipeline_dict, write_pipeline
 from tests.helpers.procs import K2KProcess
 from tests.integration.test_metrics import (
     PER_PARTITION,
-    _bytes_per_partition,
     _caught_up,
     _records,
     _scrape,
@@ -56,7 +55,7 @@ def _replicate(
     env = {"OTEL_METRICS_EXPORTER": "prometheus", "OTEL_EXPORTER_PROMETHEUS_PORT": str(port)}
     proc = K2KProcess(write_pipeline(tmp_path, doc), tmp_path / "k2k.log", "-t", env=env)
     try:
-        key_value_bytes = sum(_bytes_per_partition(records).values())
+        key_value_bytes = sum(len(key) + len(value) for _p, key, value, _h, _ts in records)
         _caught_up(port, topic, {p: PER_PARTITION for p in range(2)})
         if not metrics:
             return _scrape(port), key_value_bytes
