@@ -78,6 +78,7 @@ from bench.ceiling import BareLoop, BareLoopTransactional, ProducerPerfTool
 from bench.contender import Contender, Ctx, create_topic
 from bench.k2k_bench import (
     K2KAtLeastOnce,
+    K2KAtLeastOnceClientStatistics,
     K2KAtLeastOnceIdentical,
     K2KAtLeastOnceMappings,
     K2KAtLeastOnceTelemetry,
@@ -120,6 +121,7 @@ CONTENDERS: list[type[Contender]] = [
     K2KAtLeastOnceMappings,
     K2KAtLeastOnceIdentical,
     K2KAtLeastOnceTelemetry,
+    K2KAtLeastOnceClientStatistics,
     K2KExactlyOnce,
     K2KExactlyOnceMappings,
     K2KExactlyOnceFastCommit,
@@ -1347,6 +1349,11 @@ _W1_COMPARISONS = (
     ("bare loop, transactions vs without", BareLoopTransactional.name, BareLoop.name),
     ("k2k exactly-once vs at-least-once", K2KExactlyOnce.name, K2KAtLeastOnce.name),
     ("k2k with metrics scraped 1/s vs without", K2KAtLeastOnceTelemetry.name, K2KAtLeastOnce.name),
+    (
+        "k2k with metrics and client statistics vs without",
+        K2KAtLeastOnceClientStatistics.name,
+        K2KAtLeastOnce.name,
+    ),
 )
 
 

@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 __all__ = [
     "K2KAtLeastOnce",
+    "K2KAtLeastOnceClientStatistics",
     "K2KAtLeastOnceMappings",
     "K2KAtLeastOnceTelemetry",
     "K2KExactlyOnce",
@@ -217,6 +218,19 @@ class K2KAtLeastOnceTelemetry(K2KAtLeastOnce):
                 time.sleep(1.0)
 
         threading.Thread(target=scrape, name="bench-scrape", daemon=True).start()
+
+
+class K2KAtLeastOnceClientStatistics(K2KAtLeastOnceTelemetry):
+    """As ``k2k-t``, with ``metrics.clientStatistics`` on at its default interval: the
+    runners' clients emit librdkafka's statistics, parsed once per interval and client."""
+
+    key = "k2k-t-cs"
+    name = "k2k at-least-once, metrics and client statistics scraped 1/s"
+
+    def pipeline(self, ctx: Ctx) -> dict[str, Any]:
+        doc = super().pipeline(ctx)
+        doc["metrics"] = {"clientStatistics": {"enabled": True}}
+        return doc
 
 
 class K2KFromMM2File(K2KAtLeastOnce):

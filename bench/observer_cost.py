@@ -113,6 +113,7 @@ def runner_spec(
                 {"bootstrap.servers": target}, False, exactly_once=eos
             ),
             control_consumer={"bootstrap.servers": target},
+            statistics_interval_ms=None,
         ),
         # The delivery timeout and policies a pipeline has when it sets none.
         commit=CommitSpec(

@@ -75,6 +75,7 @@ def inprocess_spec(
                 {"bootstrap.servers": clusters.target}, spreads, exactly_once=exactly_once
             ),
             control_consumer={"bootstrap.servers": clusters.target},
+            statistics_interval_ms=None,
         ),
         commit=CommitSpec(
             exactly_once=exactly_once,

@@ -60,6 +60,7 @@ def _spec(bootstrap: str, name: str, commit_topic: str) -> LeaseSpec:
             source_consumer={},
             target_producer=producer_settings(target, False, exactly_once=True),
             control_consumer={},
+            statistics_interval_ms=None,
         ),
         commit=CommitSpec(
             exactly_once=True,

@@ -80,7 +80,11 @@ PIPELINE: dict[str, tuple[str, str]] = {
         REFUSED,
         'the reference\'s value "<metrics topic>" is no topic name; a real name is read',
     ),
-    "metrics.prefix": (READ, "metric name prefixes (with -t)"),
+    "metrics.prefix": (
+        READ,
+        "metric name prefixes (with -t): `replicator`, and `sourceConsumer` and "
+        "`targetProducer` of the client statistics (`metrics.clientStatistics`)",
+    ),
     "topicCreation": (READ, "partitions, replication and configs of created topics"),
 }
 

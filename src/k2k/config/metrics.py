@@ -6,18 +6,21 @@ the standard ``OTEL_*`` environment variables, read when ``-t/--telemetry`` is g
 
 from __future__ import annotations
 
+import math
 from datetime import timedelta
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from k2k.config.base import K2KModel
-from k2k.config.fields import Duration, TopicName
+from k2k.config.errors import describe, problems_error
+from k2k.config.fields import Duration, Flag, TopicName
 from k2k.config.inert import Inert
 
 __all__ = [
     "AppMetricPrefixes",
     "AppMetrics",
+    "ClientStatistics",
     "Health",
     "MetricsKafka",
     "PipelineMetrics",
@@ -46,6 +49,52 @@ class ReplicatorPrefixes(K2KModel):
         description="Prefix of every replicator metric name (`k2k.` gives "
         "`k2k.replication.records`, scraped as `k2k_replication_records_total`). " + _TELEMETRY,
     )
+    source_consumer: str = Field(
+        "k2k.source.consumer.",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$|^$",
+        description="Prefix of the runners' source consumer statistics (`k2k.source.consumer.` "
+        "gives `k2k.source.consumer.records`, scraped as `k2k_source_consumer_records_total`). "
+        "Used with `-t/--telemetry` and `metrics.clientStatistics.enabled`.",
+    )
+    target_producer: str = Field(
+        "k2k.target.producer.",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$|^$",
+        description="Prefix of the runners' target producer statistics (`k2k.target.producer.` "
+        "gives `k2k.target.producer.records`, scraped as `k2k_target_producer_records_total`). "
+        "Used with `-t/--telemetry` and `metrics.clientStatistics.enabled`.",
+    )
+
+
+class ClientStatistics(K2KModel):
+    """librdkafka's statistics of the runners' source consumers and target producers."""
+
+    enabled: Flag = Field(
+        False,
+        description="Export rates, queues and request latency of the runners' source "
+        "consumers and target producers (docs/metrics.md#client-statistics). Each client "
+        "then emits librdkafka's statistics every `interval`, which the runner parses into a "
+        "summary: nothing per record. " + _TELEMETRY,
+    )
+    interval: Duration = Field(
+        timedelta(seconds=15),
+        description="Time between two statistics of one client (librdkafka's "
+        "`statistics.interval.ms`): the gauges' sampling interval, and the delay of the "
+        "counters. At most a day; rounded up to whole milliseconds.",
+    )
+
+    @field_validator("interval")
+    @classmethod
+    def _librdkafka_range(cls, value: timedelta) -> timedelta:
+        """librdkafka refuses more than a day, and would do so on the executors only."""
+        if value > timedelta(days=1):
+            got = f"{value.total_seconds():g} seconds"
+            raise problems_error([((), describe("too long", got=got, expected="at most 1 day"))])
+        return value
+
+    @property
+    def interval_ms(self) -> int:
+        """``statistics.interval.ms``: whole milliseconds, at least 1."""
+        return max(1, math.ceil(self.interval / timedelta(milliseconds=1)))
 
 
 class Health(K2KModel):
@@ -66,6 +115,10 @@ class PipelineMetrics(K2KModel):
     )
     kafka: MetricsKafka = Field(default_factory=MetricsKafka, description="The metrics topic.")
     health: Health = Field(default_factory=Health, description="Health endpoints.")
+    client_statistics: ClientStatistics = Field(
+        default_factory=ClientStatistics,
+        description="librdkafka's statistics of the runners' clients (opt-in).",
+    )
 
 
 _NO_CLIENT_METRICS = Inert("the app exports no Kafka client metrics")

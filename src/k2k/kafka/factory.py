@@ -27,6 +27,7 @@ __all__ = [
     "READY_TIMEOUT_S",
     "TRANSACTIONAL_DEFAULTS",
     "ErrorCallback",
+    "StatsCallback",
     "admin_settings",
     "build_admin",
     "build_consumer",
@@ -171,16 +172,29 @@ def producer_settings(
 ErrorCallback = Callable[[KafkaError], None]
 
 
-def build_consumer(conf: Mapping[str, str], on_error: ErrorCallback | None = None) -> Consumer:
+#: librdkafka's statistics callback (``stats_cb``): the JSON document, every
+#: ``statistics.interval.ms``, called from inside the client's poll.
+StatsCallback = Callable[[str], None]
+
+
+def build_consumer(
+    conf: Mapping[str, str],
+    on_error: ErrorCallback | None = None,
+    on_stats: StatsCallback | None = None,
+) -> Consumer:
     """A consumer with exactly ``conf`` (see :func:`consumer_settings` for k2k's layers);
     librdkafka's log lines go through :data:`~k2k.kafka.clientlog.CLIENT_LOG`."""
-    return Consumer(_with_callbacks(conf, on_error))
+    return Consumer(_with_callbacks(conf, on_error, on_stats))
 
 
-def build_producer(conf: Mapping[str, str], on_error: ErrorCallback | None = None) -> Producer:
+def build_producer(
+    conf: Mapping[str, str],
+    on_error: ErrorCallback | None = None,
+    on_stats: StatsCallback | None = None,
+) -> Producer:
     """A producer with exactly ``conf`` (see :func:`producer_settings`); librdkafka's log
     lines go through :data:`~k2k.kafka.clientlog.CLIENT_LOG`."""
-    return Producer(_with_callbacks(conf, on_error))
+    return Producer(_with_callbacks(conf, on_error, on_stats))
 
 
 #: The longest a client's first metadata request may take in :func:`ready`.
@@ -201,10 +215,14 @@ def ready(client: _Client, topic: str, timeout_s: float = READY_TIMEOUT_S) -> _C
     return client
 
 
-def _with_callbacks(conf: Mapping[str, str], on_error: ErrorCallback | None) -> dict[str, object]:
+def _with_callbacks(
+    conf: Mapping[str, str], on_error: ErrorCallback | None, on_stats: StatsCallback | None
+) -> dict[str, object]:
     settings: dict[str, object] = {**conf, "logger": CLIENT_LOG}
     if on_error is not None:
         settings["error_cb"] = on_error
+    if on_stats is not None:
+        settings["stats_cb"] = on_stats
     return settings
 
 

@@ -100,6 +100,9 @@ class RunnerFrame:
     >>> f.foreign[("t2", 0)] = 4  # foreign records found on target t2[0]
     >>> RunnerFrame.decode(f.encode()) == f
     True
+    >>> f.clients["producer"] = {"records": 9, "rttAvg": 0.002}  # k2k.metrics.clientstats
+    >>> RunnerFrame.decode(f.encode()) == f
+    True
     """
 
     runner: str
@@ -111,6 +114,9 @@ class RunnerFrame:
     commit_failures: int = 0
     #: Foreign records found per target partition (optional in the frame: absent when none).
     foreign: dict[TP, int] = field(default_factory=dict)
+    #: Per client role, the summary of the runner's client statistics (optional in the
+    #: frame: absent when off or none came yet; k2k.metrics.clientstats).
+    clients: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def encode(self) -> bytes:
         doc = {
@@ -138,6 +144,8 @@ class RunnerFrame:
         }
         if self.foreign:
             doc["foreign"] = [[t, p, n] for (t, p), n in self.foreign.items()]
+        if self.clients:
+            doc["clients"] = self.clients
         return json.dumps(doc, separators=(",", ":")).encode()
 
     @classmethod
@@ -166,6 +174,10 @@ class RunnerFrame:
             commits=Buckets(list(counts), list(sums)),
             commit_failures=int(doc["commitFailures"]),
             foreign={(str(t), int(p)): int(n) for t, p, n in doc.get("foreign", [])},
+            clients={
+                str(role): {str(k): float(v) for k, v in summary.items()}
+                for role, summary in doc.get("clients", {}).items()
+            },
         )
 
 

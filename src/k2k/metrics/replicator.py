@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,7 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 from k2k.config import PipelineConfig
 from k2k.kafka import TP
 from k2k.kafka.admin import ClusterView
+from k2k.metrics.clientstats import CONSUMER, PRODUCER, ClientMeters, Role
 from k2k.metrics.frames import (
     AGE_BOUNDS_S,
     COMMIT_BOUNDS_S,
@@ -69,7 +70,9 @@ class ReplicatorMetrics:
         readiness: PipelineReadiness | None = None,
         members_alive: Callable[[], int] | None = None,
         recent_errors: deque[tuple[float, str, str]] | None = None,
+        client_prefixes: Mapping[Role, str] | None = None,
     ) -> None:
+        """``client_prefixes``: the client statistics' name prefixes, when they are on."""
         self.telemetry = telemetry
         self.identical = identical
         self.pipeline = pipeline
@@ -92,6 +95,9 @@ class ReplicatorMetrics:
         self._event_counters(meter, prefix)
         self._gauges(meter, prefix)
         self._health_gauges(meter, prefix)
+        self.clients = (
+            ClientMeters(meter, client_prefixes, pipeline) if client_prefixes is not None else None
+        )
 
     def _copy_instruments(self, m: Meter, p: str) -> None:
         """What the runners' frames move: records, bytes, latency and commits."""
@@ -252,6 +258,8 @@ class ReplicatorMetrics:
         except (ValueError, KeyError, TypeError):
             return  # a malformed frame loses metrics, never replication
         if frame is not None:
+            if frame.clients and self.clients is not None:
+                self.clients.on_frame(frame.runner, frame.lease, frame.seq, frame.clients)
             with self._lock:
                 delta = self._deltas.delta(frame)
             if delta is not None:
@@ -263,6 +271,7 @@ class ReplicatorMetrics:
             self._summary(s)
         with self._lock:
             self._deltas.lease_ended(lease)
+        self._clients_ended(lease)
         if fencings:
             self.fencings_done.add(fencings, self._base)
 
@@ -288,6 +297,11 @@ class ReplicatorMetrics:
         left_out = s.skipped + s.filtered + s.transform_failed
         if left_out:
             self.consumed.add(left_out, self._messaging("receive"))
+
+    def _clients_ended(self, lease: int) -> None:
+        """The lease's clients are gone: their gauges go (client statistics only)."""
+        if self.clients is not None:
+            self.clients.lease_ended(lease)
 
     def lost(self, topic: str, partition: int, records: int, reason: str) -> None:
         """Records of ``topic[partition]`` jumped over: deleted by ``retention``, or with
@@ -537,4 +551,15 @@ def replicator_metrics(
         retention=TopicRetention(lambda topics: source.configs(topics, retry=False)),
         readiness=readiness,
         recent_errors=errors,
+        client_prefixes=_client_prefixes(cfg),
     )
+
+
+def _client_prefixes(cfg: PipelineConfig) -> dict[Role, str] | None:
+    """The client statistics' prefixes; None when they are off."""
+    if not cfg.metrics.client_statistics.enabled:
+        return None
+    return {
+        CONSUMER: cfg.metrics.prefix.source_consumer,
+        PRODUCER: cfg.metrics.prefix.target_producer,
+    }

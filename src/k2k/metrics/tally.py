@@ -24,6 +24,7 @@ from k2k.metrics.frames import (
 )
 
 if TYPE_CHECKING:
+    from k2k.metrics.clientstats import ClientStatistics
     from k2k.pipeline.task.observe import ProducedRun
 
 __all__ = ["RunTally"]
@@ -61,6 +62,8 @@ class RunTally:
         #: Foreign records counted per watched target partition (k2k.pipeline.task.foreign).
         self._foreign: dict[tuple[str, int], int] = {}
         self._seq = 0
+        #: The runner's client statistics, when on (metrics.clientStatistics).
+        self.client_statistics: ClientStatistics | None = None
 
     def on_run(self, run: ProducedRun) -> None:
         """Per acknowledged run: its records and bytes, and of its last record the latency
@@ -111,4 +114,5 @@ class RunTally:
                 Buckets(list(self._commits.counts), list(self._commits.sums)),
                 self._commit_failures,
                 dict(self._foreign),
+                clients=self.client_statistics.summaries() if self.client_statistics else {},
             )

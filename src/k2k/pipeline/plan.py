@@ -125,6 +125,10 @@ class ClientSpec:
     target_producer: dict[str, str]
     #: The target consumer reading control topics at task start; empty: none is read.
     control_consumer: dict[str, str]
+    #: ``statistics.interval.ms`` of the source consumer and target producer, whose
+    #: statistics go into the metrics frames (``-t`` with ``metrics.clientStatistics``);
+    #: None: librdkafka's statistics are not collected.
+    statistics_interval_ms: int | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -104,3 +104,15 @@ def test_validate_prints_one_warning_per_inert_key(tmp_path: Path) -> None:
         "warning: features.optimizeOffsetCommitPartition: accepted, no effect: k2k places "
         "progress records by their key (docs/operations.md#commit-topic-partitions)",
     ]
+
+
+def test_client_prefixes_of_the_replicator_are_read_without_a_warning() -> None:
+    data = yaml.safe_load((DATA / "k2k_reference.yaml").read_text())
+    data["metrics"]["kafka"]["topic"] = "__k2k_metrics"
+    data["metrics"]["prefix"] = {"sourceConsumer": "src.c.", "targetProducer": "tgt.p."}
+    cfg = build_pipeline(data, {})
+    assert (cfg.metrics.prefix.source_consumer, cfg.metrics.prefix.target_producer) == (
+        "src.c.",
+        "tgt.p.",
+    )
+    assert not [path for path, _ in cfg.inert_keys() if path.startswith("metrics")]

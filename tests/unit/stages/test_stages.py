@@ -90,7 +90,7 @@ def test_everything_sent_to_tasks_pickles():
         control=("h", 1, "token"),
         observer=None,
         telemetry=True,
-        clients=ClientSpec({"bootstrap.servers": "x"}, {}, {}),
+        clients=ClientSpec({"bootstrap.servers": "x"}, {}, {}, None),
         commit=CommitSpec(
             exactly_once=True,
             batch_size=10,

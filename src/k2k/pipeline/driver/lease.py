@@ -73,7 +73,7 @@ def lease_template(
 ) -> LeaseSpec:
     """Runs on: driver, once per start. The lease spec without its per-lease values: no
     ``lease_id``, ``topics`` or ``topic_ids`` yet, no ``control`` until the channel is open,
-    no observer and no telemetry; the planner fills those in with
+    no observer and no telemetry (nor client statistics); the planner fills those in with
     :func:`dataclasses.replace`."""
     clients = ClientSpec(
         source_consumer=consumer_settings(
@@ -85,6 +85,7 @@ def lease_template(
             exactly_once=cfg.features.exactly_once,
         ),
         control_consumer=cfg.control_consumer(),
+        statistics_interval_ms=None,
     )
     return LeaseSpec(
         lease_id=0,

@@ -151,6 +151,12 @@ def open_run(
             metrics = _start_metrics(cfg, options, stats, (discovery, watch), stack)
             metrics.members_alive = lambda: len(membership.assignment.alive())
             template = dataclasses.replace(template, telemetry=True)
+            statistics = cfg.metrics.client_statistics
+            if statistics.enabled:
+                clients = dataclasses.replace(
+                    template.clients, statistics_interval_ms=statistics.interval_ms
+                )
+                template = dataclasses.replace(template, clients=clients)
         control = _open_channel(cfg, sc, metrics, stop, stack)
         interval_s = cfg.replication.source.discovery_interval.total_seconds()
         yield RunScope(

@@ -43,7 +43,8 @@ from k2k.coordination.claims import lost_claims
 from k2k.errors import ClusterError, K2KError, ReplicationError, Unavailable
 from k2k.kafka import TP
 from k2k.kafka.counting import count_records
-from k2k.kafka.factory import build_producer, ready
+from k2k.kafka.factory import StatsCallback, build_producer, ready
+from k2k.metrics.clientstats import CONSUMER, PRODUCER, ClientStatistics, Role
 from k2k.metrics.tally import RunTally
 from k2k.pipeline.channel import StopSignal
 from k2k.pipeline.plan import LeaseSpec, PartitionRange, RunnerGroup, RunnerSummary, SlotAssignment
@@ -103,6 +104,12 @@ class Runner:
         #: The runner's metrics (telemetry), fed by the run observer and the commits.
         self.tally = RunTally(spec.lease_id) if spec.telemetry else None
         self.ledger.timing = self.tally
+        #: librdkafka's statistics of the source consumer and target producers, sent in the
+        #: tally's frames (telemetry with metrics.clientStatistics).
+        self.statistics: ClientStatistics | None = None
+        if self.tally is not None and spec.clients.statistics_interval_ms:
+            self.statistics = ClientStatistics(spec.clients.statistics_interval_ms)
+            self.tally.client_statistics = self.statistics
         #: The foreign-write watch, when a topic can be watched (kept for changes).
         self.foreign: ForeignWatch | None = None
         #: Identical offsets' resume point and checks, when a topic asks for them.
@@ -171,13 +178,15 @@ class Runner:
                     return  # the lease ended before its progress could be read: nothing copied
                 if self.identity is not None:
                     ranges = self.identity.resume(ranges)
+                consumer_conf, on_stats = self._client(CONSUMER)
                 source = SourceReader(
-                    spec.clients.source_consumer,
+                    consumer_conf,
                     ranges,
                     self.ledger.committed,
                     self.ledger.outcomes,
                     self.faults.on_client_error,
                     spec.policies.on_records_lost,
+                    on_stats,
                 )
                 closing.callback(source.close)
                 self.ledger.seen_end = source.seen_end
@@ -203,6 +212,7 @@ class Runner:
         every earlier producer of them, and the claims are checked after that (see
         k2k.coordination.assignment); only then is progress read."""
         spec, txid = self.spec, self.group.transactional_id
+        conf, on_stats = self._client(PRODUCER)
         if spec.commit.exactly_once:
             if not txid:
                 raise ReplicationError(
@@ -210,24 +220,37 @@ class Runner:
                     "needs one per runner (a planner bug: nothing was copied)"
                 )
             producers = start_transactional_producers(
-                spec.clients.target_producer, spec.control_topics, txid, self.faults
+                conf, spec.control_topics, txid, self.faults, on_stats
             )
             self.faults.producers = producers
             self._verify_claims(self.group.claims)
         else:
-            producer = build_producer(
-                spec.clients.target_producer, on_error=self.faults.on_client_error
-            )
+            producer = build_producer(conf, self.faults.on_client_error, on_stats)
             producers = [ready(producer, spec.control_topics.commit_topic)]
             self.faults.producers = producers
         return producers
+
+    def _client(self, role: Role) -> tuple[dict[str, str], StatsCallback | None]:
+        """The settings of the runner's ``role`` client and its statistics callback (None
+        while client statistics are off)."""
+        clients = self.spec.clients
+        conf = clients.source_consumer if role == CONSUMER else clients.target_producer
+        if self.statistics is None:
+            return conf, None
+        return self.statistics.settings(conf), self.statistics.callback(role)
 
     def _strategy(self, producers: list[Producer], source: SourceReader) -> CommitStrategy:
         """The commit strategy of the lease's delivery mode."""
         commit = self.spec.commit
         if commit.exactly_once:
             return ExactlyOnce(
-                commit, producers, self.ledger, self.faults, len(source.assigned), source.touched
+                commit,
+                producers,
+                self.ledger,
+                self.faults,
+                len(source.assigned),
+                source.touched,
+                serve_idle=self.statistics is not None,
             )
         return AtLeastOnce(commit, producers[0], self.ledger, self.faults)
 
@@ -348,6 +371,7 @@ class Runner:
                 if not live:
                     break
                 strategy.service()  # a slot with nothing to read waits for an assignment
+                source.serve()
                 stop.wait(_EMPTY_SLOT_WAIT_S)
                 continue
             if monotonic() >= deadline:

@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from k2k.errors import ReplicationError
 from k2k.kafka import TP
-from k2k.kafka.factory import build_consumer, ready
+from k2k.kafka.factory import StatsCallback, build_consumer, ready
 from k2k.kafka.faults import Outcome, classify, describe, is_unreachable
 from k2k.pipeline.plan import PartitionOutcome, PartitionRange
 from k2k.pipeline.task.commit.ledger import Positions
@@ -50,9 +50,12 @@ class SourceReader:
         outcomes: Mapping[TP, PartitionOutcome],
         on_error: Callable[[KafkaError], None],
         on_records_lost: str = "fail",
+        on_stats: StatsCallback | None = None,
     ) -> None:
-        """``on_records_lost``: ``errorHandling.onSourceRecordsLost`` (:meth:`_lost`)."""
+        """``on_records_lost``: ``errorHandling.onSourceRecordsLost`` (:meth:`_lost`);
+        ``on_stats``: the consumer's statistics callback (k2k.metrics.clientstats)."""
         self.on_records_lost = on_records_lost
+        self._on_stats = on_stats
         self.committed = committed
         self.outcomes = outcomes
         self._conf = consumer_conf
@@ -88,7 +91,7 @@ class SourceReader:
         if not new:
             return
         if self._consumer is None:
-            self._consumer = build_consumer(self._conf, on_error=self._on_error)
+            self._consumer = build_consumer(self._conf, self._on_error, self._on_stats)
             ready(self._consumer, new[0].topic)
         self.assigned.extend(new)
         self.behind.update((tp.topic, tp.partition) for tp in new)
@@ -285,6 +288,13 @@ class SourceReader:
             self.retired.add(tp)
             self.behind.discard(tp)
             self.outcomes[tp].reached_end = True
+
+    def serve(self) -> None:
+        """Serve what the consumer queued for its poll while it has no partition to read:
+        a consumer never polled keeps every statistics document it emits
+        (k2k.metrics.clientstats). With none assigned, no record or event is lost."""
+        if self._consumer is not None and not self.assigned:
+            self._consumer.poll(0)
 
     def close(self) -> None:
         if self._consumer is not None:

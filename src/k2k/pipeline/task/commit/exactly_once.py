@@ -20,7 +20,7 @@ from confluent_kafka import KafkaException, Producer
 from k2k.coordination.assignment import producer_ids
 from k2k.errors import ReplicationError
 from k2k.kafka import TP
-from k2k.kafka.factory import build_producer
+from k2k.kafka.factory import StatsCallback, build_producer
 from k2k.kafka.faults import (
     Outcome,
     abort_transaction,
@@ -53,15 +53,17 @@ def start_transactional_producers(
     control: ControlTopicSpec,
     transactional_id: str,
     faults: RunnerFaults,
+    on_stats: StatsCallback | None = None,
 ) -> list[Producer]:
     """Runs on: executor. The two producers of a runner's transaction pair, built from the
     target producer ``settings`` and both initialised, which fences every earlier producer
-    of their ids (a failed or duplicate attempt of this task)."""
+    of their ids (a failed or duplicate attempt of this task). ``on_stats``: both
+    producers' statistics callback (k2k.metrics.clientstats)."""
     producers = []
     sync_timeout_s = control.sync_timeout_s
     for pid in producer_ids(transactional_id):
         conf = {**settings, "transactional.id": pid}
-        producer = build_producer(conf, on_error=faults.on_client_error)
+        producer = build_producer(conf, faults.on_client_error, on_stats)
         # Metadata first: init_transactions on a fresh producer otherwise may stall.
         producer.list_topics(control.commit_topic, timeout=sync_timeout_s)
         producer.init_transactions(max(sync_timeout_s, 10.0))
@@ -80,9 +82,12 @@ class ExactlyOnce:
         faults: RunnerFaults,
         partitions: int,
         touched: Set[TP] = frozenset(),
+        serve_idle: bool = False,
     ) -> None:
         """``touched``: the source partitions read since the last commit point (the source
-        reader's set, updated in place)."""
+        reader's set, updated in place); ``serve_idle``: poll the producer that is not
+        taking records too (client statistics: see :meth:`TransactionPair.serve_idle`)."""
+        self.serve_idle = serve_idle
         txid = faults.transactional_id
         self.pair = TransactionPair(producers, producer_ids(txid) if txid else None)
         self.producer: Producer = self.pair.current
@@ -143,6 +148,8 @@ class ExactlyOnce:
 
     def service(self) -> None:
         self.producer.poll(0)
+        if self.serve_idle:
+            self.pair.serve_idle()
         self.faults.raise_failure()
 
     def add(self, record: BatchRecord) -> None:

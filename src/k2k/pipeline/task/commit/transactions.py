@@ -89,6 +89,15 @@ class TransactionPair:
         inflight.result()
         return self._carried
 
+    def serve_idle(self) -> None:
+        """Serve what the producer that is not :attr:`current` queued for its poll, while no
+        commit runs on it: a producer never polled keeps every statistics document it
+        emits (k2k.metrics.clientstats). Its records were all acknowledged before the
+        hand-off, so no delivery report is left to run here."""
+        inflight = self._inflight
+        if inflight is None or inflight.done():
+            self._producers[1 - self._turn].poll(0)
+
     def abandon(self, abort_current: bool = True) -> Any:
         """The runner failed: let an in-flight commit end and abort the transaction open on
         ``current`` (``abort_current``: one is open), so it does not hold the target's last
