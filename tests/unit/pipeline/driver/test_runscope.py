@@ -189,7 +189,7 @@ def test_the_metrics_last_export_counts_the_error_that_ended_the_run(
 
     fixture = _Fixture(monkeypatch, fail_join=None)
     metrics = _Metrics("metrics", fixture.closed)
-    monkeypatch.setattr(replicator, "replicator_metrics", lambda *args: metrics)
+    monkeypatch.setattr(replicator, "replicator_metrics", lambda *args, **kwargs: metrics)
     with pytest.raises(ReplicationError), fixture.open(telemetry=True) as scope:
         assert scope.metrics is metrics and scope.template.telemetry
         raise ReplicationError("a runner task failed")
