@@ -34,6 +34,7 @@ from k2k.local import ClusterPair, LocalCluster, free_port
 from tests.helpers.kafka import Clusters
 from tests.helpers.pipelines import Progress, wait_for_progress
 from tests.helpers.procs import K2KProcess
+from tests.helpers.prometheus import prometheus_server  # noqa: F401  (a session fixture)
 from tests.helpers.tlsbroker import TlsBroker, running_tls_broker
 
 SOURCE_ENV = "K2K_SOURCE_BOOTSTRAP"

@@ -34,7 +34,6 @@ from tests.helpers.prometheus import (
     PrometheusServer,
     as_bool,
     dashboard_exprs,
-    prometheus_server,  # noqa: F401  (the session fixture)
     rule_exprs,
     substitute,
 )
@@ -145,7 +144,7 @@ def _firing(prom: PrometheusServer, pipeline: str) -> set[str]:
 
 def test_every_dashboard_and_rule_expression_returns_data_from_a_live_pipeline(
     clusters,
-    prometheus_server: PrometheusServer,  # noqa: F811
+    prometheus_server: PrometheusServer,
     topic_name: Callable[[str], str],
     group_name: Callable[[str], str],
     tmp_path: Path,
