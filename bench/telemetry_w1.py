@@ -6,23 +6,26 @@ One embedded broker pair (1 GiB heaps, full JIT). The source topic holds ``--rec
 ``local[2]`` into fresh target topics, once per mode:
 
 * ``off``: no ``-t``;
-* ``on``: ``-t`` with the Prometheus exporter, librdkafka client statistics on
-  (``metrics.clientStatistics``), ``/metrics`` and ``/readyz`` fetched every 5 s and
-  ``/api/status`` (the status page's feed) every 2 s, as a Prometheus, a kubelet and an
-  open status page would.
+* ``on``: ``-t`` with the Prometheus exporter and librdkafka client statistics on
+  (``metrics.clientStatistics``, every 5 s), ``/metrics`` and ``/readyz`` fetched every 5 s,
+  as a Prometheus and a kubelet would;
 
-The order alternates per round; medians are printed with the ratio. Warm-up copies run
-first and are not counted. Records/s counts from the first record on the target to the
+* ``page``: ``on``, and ``/api/status`` (the status page's feed) fetched every 2 s as an
+  open status page does: each fetch within a viewing reads the pipeline's state from the
+  control topics now and then.
+
+The order of the modes rotates per round; medians are printed with each mode's share of
+``off``. Warm-up copies run first and are not counted. Records/s counts from the first record on the target to the
 last (the brokers' append times; start-up excluded).
 
-    .venv/bin/python -m bench.telemetry_w1 [--records 2000000] [--rounds 3] [--warmups 2]
+    .venv/bin/python -m bench.telemetry_w1 [--records 5000000] [--rounds 3] [--warmups 2]
+        [--modes off,on,page]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import tempfile
 import threading
 import urllib.error
@@ -31,11 +34,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from bench.rounds import rotated_rounds
 from bench.schema_mapping_w1 import copy, preload
 from k2k.local import free_port, start_pair
 
-#: (path, seconds between fetches) of what the wall reads while k2k copies.
-READERS = (("/metrics", 5.0), ("/readyz", 5.0), ("/api/status", 2.0))
+#: (path, seconds between fetches) of what the wall reads while k2k copies, per mode.
+READERS = {
+    "on": (("/metrics", 5.0), ("/readyz", 5.0)),
+    "page": (("/metrics", 5.0), ("/readyz", 5.0), ("/api/status", 2.0)),
+}
 
 
 def pipeline(source: str, target: str, topic: str, dest: str, on: bool) -> dict[str, Any]:
@@ -58,11 +65,11 @@ def pipeline(source: str, target: str, topic: str, dest: str, on: bool) -> dict[
 class Wall:
     """Fetches what a Prometheus, a kubelet and an open status page would, until stopped."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, readers: tuple[tuple[str, float], ...]) -> None:
         self.port = port
         self.stop = threading.Event()
         self.fetched = 0
-        self.threads = [threading.Thread(target=self._read, args=r, daemon=True) for r in READERS]
+        self.threads = [threading.Thread(target=self._read, args=r, daemon=True) for r in readers]
 
     def __enter__(self) -> Wall:
         for t in self.threads:
@@ -86,10 +93,14 @@ class Wall:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--records", type=int, default=2_000_000)
+    ap.add_argument("--records", type=int, default=5_000_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--warmups", type=int, default=2)
+    ap.add_argument("--modes", default="off,on,page")
     args = ap.parse_args()
+    modes = [m for m in args.modes.split(",") if m]
+    if "off" not in modes or not set(modes) <= {"off", *READERS}:
+        raise SystemExit(f"--modes: expected 'off' and any of on, page; got {modes}")
     tmp = Path(tempfile.mkdtemp(prefix="k2k-bench-t-"))
     pair = start_pair(
         tmp / "clusters", free_port(), free_port(), heap="1g", jvm_options=(), owner_pid=os.getpid()
@@ -97,43 +108,31 @@ def main() -> None:
     try:
         topic = "w1-t"
         preload(pair.source.bootstrap, topic, args.records, [0])
-        brokers = [pid for b in (pair.source, pair.target) if (pid := b.pid) is not None]
+        others = {
+            "brokers": [pid for b in (pair.source, pair.target) if (pid := b.pid) is not None]
+        }
 
         def copy_to(dest: str, mode: str) -> float:
-            on = mode == "on"
-            doc = pipeline(pair.source.bootstrap, pair.target.bootstrap, topic, dest, on)
-            if not on:
-                return copy(
-                    tmp, doc, pair.target.bootstrap, dest, args.records, {"brokers": brokers}
-                )
+            doc = pipeline(pair.source.bootstrap, pair.target.bootstrap, topic, dest, mode != "off")
+            if mode == "off":
+                return copy(tmp, doc, pair.target.bootstrap, dest, args.records, others)
             port = free_port()
             env = {
                 "OTEL_METRICS_EXPORTER": "prometheus",
                 "OTEL_EXPORTER_PROMETHEUS_PORT": str(port),
             }
-            with Wall(port) as wall:
+            with Wall(port, READERS[mode]) as wall:
                 rate = copy(
-                    tmp, doc, pair.target.bootstrap, dest, args.records, {"brokers": brokers},
-                    ("-t",), env,
-                )  # fmt: skip
+                    tmp, doc, pair.target.bootstrap, dest, args.records, others, ("-t",), env
+                )
             print(f"    the wall fetched {wall.fetched} times", flush=True)
             return rate
 
-        for i in range(args.warmups):
-            mode = ("on", "off")[i % 2]
-            rate = copy_to(f"{topic}-warmup-{i}", mode)
-            print(f"  warm-up {i + 1} ({mode}, not counted): {rate:,.0f} records/s", flush=True)
-        results: dict[str, list[float]] = {"off": [], "on": []}
-        for rnd in range(args.rounds):
-            for mode in ("off", "on") if rnd % 2 == 0 else ("on", "off"):
-                rate = copy_to(f"{topic}-{mode}-{rnd}", mode)
-                results[mode].append(rate)
-                print(f"  round {rnd + 1} {mode:3}: {rate:,.0f} records/s", flush=True)
-        off, on = statistics.median(results["off"]), statistics.median(results["on"])
-        print(
-            f"W1 {args.records:,} x 100 B, {args.rounds} rounds: -t off {off:,.0f} records/s, "
-            f"on {on:,.0f} records/s (medians): {on / off:.0%} of off"
-        )
+        medians = rotated_rounds(modes, args.rounds, args.warmups, copy_to, topic)
+        print(f"W1 {args.records:,} x 100 B, {args.rounds} rounds (medians):")
+        for mode in modes:
+            rate = medians[mode]
+            print(f"  {mode:4} {rate:>10,.0f} records/s  {rate / medians['off']:6.0%} of off")
     finally:
         pair.stop()
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import tempfile
 import time
 import uuid
@@ -35,6 +34,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.harness import PARTITIONS
+from bench.rounds import rotated_rounds
 from bench.schema_mapping_w1 import copy
 from k2k.local import free_port, start_pair
 
@@ -110,22 +110,11 @@ def main() -> None:
             doc = pipeline(pair.source.bootstrap, pair.target.bootstrap, topic, dest, mode)
             return copy(tmp, doc, pair.target.bootstrap, dest, args.records, {"brokers": brokers})
 
-        for i in range(args.warmups):
-            mode = modes[i % len(modes)]
-            rate = copy_to(f"{topic}-warmup-{i}", mode)
-            print(f"  warm-up {i + 1} ({mode}, not counted): {rate:,.0f} records/s", flush=True)
-        results: dict[str, list[float]] = {m: [] for m in modes}
-        for rnd in range(args.rounds):
-            shift = rnd % len(modes)
-            for mode in modes[shift:] + modes[:shift]:
-                rate = copy_to(f"{topic}-{mode}-{rnd}", mode)
-                results[mode].append(rate)
-                print(f"  round {rnd + 1} {mode:6}: {rate:,.0f} records/s", flush=True)
-        base = statistics.median(results["none"])
+        medians = rotated_rounds(modes, args.rounds, args.warmups, copy_to, topic)
         print(f"W1 {args.records:,} x {args.size} B JSON, {args.rounds} rounds (medians):")
         for mode in modes:
-            rate = statistics.median(results[mode])
-            print(f"  {mode:6} {rate:>10,.0f} records/s  {rate / base:6.0%} of none")
+            rate = medians[mode]
+            print(f"  {mode:6} {rate:>10,.0f} records/s  {rate / medians['none']:6.0%} of none")
     finally:
         pair.stop()
 

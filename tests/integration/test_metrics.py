@@ -168,6 +168,10 @@ def _assert_conventions_and_health(
     assert _pipeline_value(samples, "k2k_ready") == [1.0]
     assert _pipeline_value(samples, "k2k_members_alive") == [1.0]
     assert not samples.get("k2k_replication_catchup_time_seconds")  # nothing to catch up
+    # metrics.clientStatistics is off by default: no client series.
+    assert not [
+        n for n in samples if n.startswith(("k2k_source_consumer_", "k2k_target_producer_"))
+    ]
 
 
 def _from_metrics_topic(bootstrap: str, metrics_topic: str, topic: str) -> dict[int, int]:

@@ -136,15 +136,22 @@ def _write_input(shape: str, path: Path, source: str, broker: TlsBroker, alias: 
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-@pytest.mark.parametrize("shape", ["connector-properties", "connect-rest-json", "strimzi"])
-def test_each_input_shape_replicates_like_the_dedicated_file(
+@pytest.mark.parametrize(
+    ("shape", "replicate"),
+    [("connector-properties", False), ("connect-rest-json", False), ("strimzi", True)],
+)
+def test_each_input_shape_reads_as_the_dedicated_file_and_one_replicates(
     clusters,
     tls_broker: TlsBroker,
     tmp_path: Path,
     topic_name,
     monkeypatch: pytest.MonkeyPatch,
     shape: str,
+    replicate: bool,
 ) -> None:
+    """Each shape gives the pipeline its dedicated-mode file gives; the richest (Strimzi's
+    resource, with its secrets and auth) also runs, end to end over SASL_SSL: the other
+    shapes reach the same pipeline, so a run of theirs would prove nothing more."""
     topic, alias = topic_name(shape), f"src_{shape.replace('-', '_')}"
     create_topic(clusters.source, topic, 3)
     records = [
@@ -169,6 +176,8 @@ def test_each_input_shape_replicates_like_the_dedicated_file(
     monkeypatch.setenv("K2K_SECRETS_DIR", str(secrets))
     (mine,), (expected,) = read_mm2(path).flows, read_mm2(dedicated).flows
     assert mine.pipeline == expected.pipeline
+    if not replicate:
+        return
 
     done = k2k_cli("start", "--mm2", str(path), "--until-caught-up", timeout=400, env=env)
 

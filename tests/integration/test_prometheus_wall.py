@@ -17,6 +17,7 @@ import re
 import subprocess
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -187,6 +188,10 @@ def test_every_dashboard_and_rule_expression_returns_data_from_a_live_pipeline(
         produce(clusters.target, topic, [(0, b"foreign", b"not replicated", None, None)])
         with _MovingGroup(clusters, group, topic):
             eventually(lambda: _silent(prom, exprs, started), expected=[], timeout=60, interval=2)
+        # Both processes answer their probes: the app has passed, the pipeline replicates.
+        for port, ready in ((app_port, b"ready: last pass "), (k2k_port, b"ready: ")):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
+                assert r.read().startswith(ready), port
         firing = eventually(lambda: _firing(prom, name), expected={"K2KForeignWrites"}, timeout=30)
         assert firing == {"K2KForeignWrites"}
         assert not _undocumented(_metric_names(exprs), prom)

@@ -198,7 +198,9 @@ def test_live_page_renders_charts_with_the_live_values_and_updates(running: Runn
             timeout=60,
             interval=0.5,
         )
-        assert page.locator("#ready").get_attribute("data-ready") in ("true", "false")
+        # The badge is the pipeline's readiness, as /readyz answers it: replicating or
+        # caught up under a light load.
+        assert page.locator("#ready").get_attribute("data-ready") == "true"
         shot = artifacts_dir() / "status-page.png"
         shot.unlink(missing_ok=True)
         page.screenshot(path=str(shot), full_page=True)
@@ -206,7 +208,8 @@ def test_live_page_renders_charts_with_the_live_values_and_updates(running: Runn
     finally:
         page.close()
     code, body = _get(running.port, "/readyz")
-    assert (code, body.decode().split(":")[0]) in ((200, "ready"), (503, "not ready")), body
+    assert code == 200, body
+    assert body.startswith((b"ready: caught up", b"ready: replicating, ")), body
     assert _get(running.port, "/healthz") == (200, b"ok\n")
     assert b"k2k_" in _get(running.port, "/metrics")[1]
 

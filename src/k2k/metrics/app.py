@@ -120,5 +120,6 @@ def app_metrics(cfg: OffsetMappingAppConfig, target: ClusterView, *, instance: s
             HistogramBounds(prefix + "checkpoint.latency", _PASS_BOUNDS_S),
         ],
         kafka_exporter=kafka_exporter_factory(cfg, target, instance),
+        health=readiness.check,
     )
     return AppMetrics(telemetry, prefix, cfg.name, readiness)

@@ -477,6 +477,10 @@ class ReplicatorMetrics:
         return {"pipeline": self.pipeline, "topic": topic, "partition": partition}
 
 
+#: How often an open status page has the driver read the pipeline's state from the control
+#: topics (each read is a few consumers' worth of work beside the copy: docs/benchmarks.md).
+LIVE_STATUS_INTERVAL_S = 5.0
+
 #: How long one collection's snapshot serves the gauges.
 _SNAPSHOT_TTL_S = 1.0
 
@@ -525,6 +529,7 @@ def replicator_metrics(
         feed = StatusFeed(
             status_snapshot,
             source="live",
+            interval=LIVE_STATUS_INTERVAL_S,
             pipeline=cfg.name,
             ready=readiness.check,
             errors=lambda: [{"at": t, "class": c, "message": m} for t, c, m in list(errors)],
