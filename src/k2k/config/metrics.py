@@ -79,21 +79,26 @@ class ClientStatistics(K2KModel):
         timedelta(seconds=15),
         description="Time between two statistics of one client (librdkafka's "
         "`statistics.interval.ms`): the gauges' sampling interval, and the delay of the "
-        "counters. At most a day; rounded up to whole milliseconds.",
+        "counters. From 1 second to 1 day; rounded up to whole milliseconds.",
     )
 
     @field_validator("interval")
     @classmethod
     def _librdkafka_range(cls, value: timedelta) -> timedelta:
-        """librdkafka refuses more than a day, and would do so on the executors only."""
+        """librdkafka refuses more than a day, and would do so on the executors only; under a
+        second the parsing would run on the copy thread many times a second."""
+        got = f"{value.total_seconds():g} seconds"
         if value > timedelta(days=1):
-            got = f"{value.total_seconds():g} seconds"
             raise problems_error([((), describe("too long", got=got, expected="at most 1 day"))])
+        if value < timedelta(seconds=1):
+            raise problems_error(
+                [((), describe("too short", got=got, expected="at least 1 second"))]
+            )
         return value
 
     @property
     def interval_ms(self) -> int:
-        """``statistics.interval.ms``: whole milliseconds, at least 1."""
+        """``statistics.interval.ms``: whole milliseconds."""
         return max(1, math.ceil(self.interval / timedelta(milliseconds=1)))
 
 

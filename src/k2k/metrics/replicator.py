@@ -13,13 +13,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry.metrics import CallbackOptions, Meter, Observation
+from opentelemetry.metrics import Meter
 
 from k2k.config import PipelineConfig
-from k2k.kafka import TP
 from k2k.kafka.admin import ClusterView
 from k2k.metrics.clientstats import CONSUMER, PRODUCER, ClientMeters, Role
 from k2k.metrics.frames import (
@@ -30,11 +28,12 @@ from k2k.metrics.frames import (
     FrameDeltas,
     RunnerFrame,
 )
+from k2k.metrics.health import PipelineGauges
 from k2k.metrics.kafka_exporter import kafka_exporter_factory
 from k2k.metrics.lag import OldestUnreplicated
-from k2k.metrics.progress import CatchUp, Retention, lag_share_of_retention, recovery_point
 from k2k.metrics.retention import TopicRetention
 from k2k.metrics.telemetry import HistogramBounds, Telemetry
+from k2k.observability.http.feed import StatusFeed
 from k2k.observability.readiness import PipelineReadiness
 
 if TYPE_CHECKING:
@@ -59,50 +58,44 @@ class ReplicatorMetrics:
     def __init__(
         self,
         telemetry: Telemetry,
+        gauges: PipelineGauges,
         *,
         prefix: str,
-        pipeline: str,
         mode: str,
-        stats: PipelineStats,
-        ages: OldestUnreplicated | None,
-        identical: bool = False,
-        retention: TopicRetention | None = None,
-        readiness: PipelineReadiness | None = None,
-        members_alive: Callable[[], int] | None = None,
         recent_errors: deque[tuple[float, str, str]] | None = None,
         client_prefixes: Mapping[Role, str] | None = None,
+        feed: StatusFeed | None = None,
     ) -> None:
-        """``client_prefixes``: the client statistics' name prefixes, when they are on."""
+        """``gauges``: what collections read from the planner's view; ``client_prefixes``:
+        the client statistics' name prefixes, when they are on; ``feed``: the status page's,
+        closed with the metrics."""
         self.telemetry = telemetry
-        self.identical = identical
-        self.pipeline = pipeline
+        self.gauges = gauges
+        self.pipeline = gauges.pipeline
         self.mode = mode
-        self.stats = stats
-        self.ages = ages
-        self.retention = retention
-        self.readiness = readiness
-        self.members_alive = members_alive
+        self.readiness = gauges.readiness
+        self.feed = feed
         #: The newest faults, for the status page: (epoch s, class, first line).
         self.recent_errors = deque(maxlen=20) if recent_errors is None else recent_errors
         self._lock = threading.Lock()
         self._deltas = FrameDeltas()
-        self._catch_up = CatchUp()
-        self._seen = _Snapshot(0.0, {}, {}, {})
-        #: Records and bytes replicated per partition, for the lag's size.
-        self._volume: dict[TP, list[int]] = {}
         meter = telemetry.meter("k2k.replicator")
         self._copy_instruments(meter, prefix)
         self._event_counters(meter, prefix)
-        self._gauges(meter, prefix)
-        self._health_gauges(meter, prefix)
+        gauges.register(meter, prefix)
         self.clients = (
-            ClientMeters(meter, client_prefixes, pipeline) if client_prefixes is not None else None
+            ClientMeters(meter, client_prefixes, self.pipeline)
+            if client_prefixes is not None
+            else None
         )
 
     def _copy_instruments(self, m: Meter, p: str) -> None:
         """What the runners' frames move: records, bytes, latency and commits."""
         self.records = m.create_counter(
-            p + "replication.records", "{record}", "Records replicated (acknowledged by the target)"
+            p + "replication.records",
+            "{record}",
+            "Deprecated (removed in the next release): messaging.client.sent.messages. Records "
+            "replicated (acknowledged by the target)",
         )
         self.bytes = m.create_counter(
             p + "replication.bytes",
@@ -177,76 +170,6 @@ class ReplicatorMetrics:
             "{record}",
             "Source records deleted before they were replicated and jumped over "
             "(errorHandling.onSourceRecordsLost: continue)",
-        )
-
-    def _gauges(self, m: Meter, p: str) -> None:
-        """What an exporter reads from the planner's view when it collects."""
-        m.create_observable_gauge(
-            p + "replication.lag.records",
-            [self._lag_records],
-            "{record}",
-            "Records on the source not yet replicated, per owned partition",
-        )
-        m.create_observable_gauge(
-            p + "replication.lag.seconds",
-            [self._lag_seconds],
-            "s",
-            "Age of the oldest record not yet replicated (0 when caught up)",
-        )
-        m.create_observable_gauge(
-            p + "replication.committed.offset",
-            [self._committed],
-            "{offset}",
-            "Committed source offset (the next to replicate), per owned partition",
-        )
-        m.create_observable_gauge(
-            p + "partitions.owned", [self._owned], "{partition}", "Partitions this instance copies"
-        )
-        if self.identical:
-            m.create_observable_gauge(
-                p + "partitions.not_identical",
-                [self._not_identical],
-                "{partition}",
-                "offsets: identical: partitions whose identity ended (onOffsetGap: map)",
-            )
-            m.create_observable_gauge(
-                p + "replication.identity.ended.offset",
-                [self._identity_ended],
-                "{offset}",
-                "offsets: identical: the source offset where a partition's identity ended",
-            )
-
-    def _health_gauges(self, m: Meter, p: str) -> None:
-        """How close lag is to loss, when it will be gone, and whether all is well."""
-        m.create_observable_gauge(
-            p + "replication.lag.retention.ratio",
-            [self._retention_share],
-            "1",
-            "Lag as a share of the source's retention, per partition: the larger of its age "
-            "over retention.ms and its size over retention.bytes (1: due for deletion)",
-        )
-        m.create_observable_gauge(
-            p + "replication.catchup.time",
-            [self._catch_up_time],
-            "s",
-            "Time to close the lag at the rate it shrank over the last minute (absent when "
-            "not catching up)",
-        )
-        m.create_observable_gauge(
-            p + "replication.recovery.point",
-            [self._recovery_point],
-            "s",
-            "Seconds of source data not yet committed on the target (0 when caught up)",
-        )
-        if self.readiness is not None:
-            m.create_observable_gauge(
-                p + "ready", [self._ready], "1", "1 while /readyz answers ready, else 0"
-            )
-        m.create_observable_gauge(
-            p + "members.alive",
-            [self._members],
-            "{member}",
-            "Members of the commit group alive, as this instance sees them",
         )
 
     # -- from runners --------------------------------------------------------------------
@@ -325,11 +248,10 @@ class ReplicatorMetrics:
         self.recent_errors.append((time.time(), cls, first))
 
     def close(self) -> None:
-        """Export once more (push exporters) and stop the exporters."""
-        if self.ages is not None:
-            self.ages.close()
-        if self.retention is not None:
-            self.retention.close()
+        """Export once more (push exporters) and stop the exporters and the page's feed."""
+        if self.feed is not None:
+            self.feed.close()
+        self.gauges.close()
         self.telemetry.close()
 
     @property
@@ -347,9 +269,7 @@ class ReplicatorMetrics:
     def _apply(self, delta: FrameDelta) -> None:
         for (topic, partition), d in delta.partitions.items():
             attrs = self._tp(topic, partition)
-            volume = self._volume.setdefault((topic, partition), [0, 0])
-            volume[0] += d.records
-            volume[1] += d.key_bytes + d.value_bytes
+            self.gauges.count((topic, partition), d.records, d.key_bytes + d.value_bytes)
             if d.records:
                 self.records.add(d.records, attrs)
                 self.consumed.add(
@@ -377,123 +297,8 @@ class ReplicatorMetrics:
         if delta.commit_failures:
             self.commit_failures.add(delta.commit_failures, mode)
 
-    # -- gauges --------------------------------------------------------------------------
-
-    def _snapshot(self) -> _Snapshot:
-        """Lag, ages and retention of the owned partitions, computed once per collection
-        (every gauge of one scrape reads the same snapshot)."""
-        now = time.time()
-        with self._lock:
-            seen = self._seen
-            if now - seen.at < _SNAPSHOT_TTL_S:
-                return seen
-        lags = self.stats.lag_by_partition()
-        ages = self.ages.oldest(dict(self.stats.committed), lags) if self.ages else {}
-        topics = {t for t, _p in lags}
-        limits = self.retention.of(topics) if self.retention is not None else {}
-        seen = _Snapshot(now, lags, ages, limits)
-        with self._lock:
-            self._seen = seen
-        return seen
-
-    def _lag_records(self, _options: CallbackOptions) -> Iterable[Observation]:
-        for (topic, partition), lag in self._snapshot().lags.items():
-            yield Observation(lag, self._tp(topic, partition))
-
-    def _lag_seconds(self, _options: CallbackOptions) -> Iterable[Observation]:
-        snap = self._snapshot()
-        for (topic, partition), lag in snap.lags.items():
-            age = snap.ages.get((topic, partition))
-            if lag == 0:
-                yield Observation(0.0, self._tp(topic, partition))
-            elif age is not None:
-                yield Observation(age, self._tp(topic, partition))
-
-    def _retention_share(self, _options: CallbackOptions) -> Iterable[Observation]:
-        snap = self._snapshot()
-        for (topic, partition), lag in snap.lags.items():
-            limit = snap.limits.get(topic)
-            if limit is None:
-                continue
-            size = self._mean_record_bytes(topic, partition)
-            share = lag_share_of_retention(
-                snap.ages.get((topic, partition)) if lag else 0.0,
-                lag * size if size is not None else None,
-                limit,
-            )
-            yield Observation(share, self._tp(topic, partition))
-
-    def _catch_up_time(self, _options: CallbackOptions) -> Iterable[Observation]:
-        snap = self._snapshot()
-        with self._lock:
-            eta = self._catch_up.observe(snap.at, sum(snap.lags.values()))
-        if eta is not None:
-            yield Observation(eta, self._base)
-
-    def _recovery_point(self, _options: CallbackOptions) -> Iterable[Observation]:
-        snap = self._snapshot()
-        point = recovery_point(snap.ages, snap.lags)
-        if point is not None:
-            yield Observation(point, self._base)
-
-    def _ready(self, _options: CallbackOptions) -> Iterable[Observation]:
-        if self.readiness is not None:
-            yield Observation(1 if self.readiness.check().ready else 0, self._base)
-
-    def _members(self, _options: CallbackOptions) -> Iterable[Observation]:
-        if self.members_alive is not None:
-            try:
-                alive = self.members_alive()
-            except RuntimeError:  # the planner's thread changed the view meanwhile
-                return
-            yield Observation(alive, self._base)
-
-    def _mean_record_bytes(self, topic: str, partition: int) -> float | None:
-        """Key and value bytes per record replicated from the partition so far (None
-        before the first): the lag's size is estimated with it."""
-        totals = self._volume.get((topic, partition))
-        if not totals or not totals[0]:
-            return None
-        return totals[1] / totals[0]
-
-    def _committed(self, _options: CallbackOptions) -> Iterable[Observation]:
-        owned = self.stats.lag_by_partition()
-        committed = dict(self.stats.committed)
-        for topic, partition in owned:
-            if (topic, partition) in committed:
-                yield Observation(committed[(topic, partition)], self._tp(topic, partition))
-
-    def _not_identical(self, _options: CallbackOptions) -> Iterable[Observation]:
-        yield Observation(len(self.stats.planning.mapped_from), self._base)
-
-    def _identity_ended(self, _options: CallbackOptions) -> Iterable[Observation]:
-        for (topic, partition), offset in dict(self.stats.planning.mapped_from).items():
-            yield Observation(offset, self._tp(topic, partition))
-
-    def _owned(self, _options: CallbackOptions) -> Iterable[Observation]:
-        yield Observation(len(self.stats.lag_by_partition()), self._base)
-
     def _tp(self, topic: str, partition: int) -> dict[str, Any]:
         return {"pipeline": self.pipeline, "topic": topic, "partition": partition}
-
-
-#: How often an open status page has the driver read the pipeline's state from the control
-#: topics (each read is a few consumers' worth of work beside the copy: docs/benchmarks.md).
-LIVE_STATUS_INTERVAL_S = 5.0
-
-#: How long one collection's snapshot serves the gauges.
-_SNAPSHOT_TTL_S = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class _Snapshot:
-    """One collection's view: when, lag per partition, ages (s) of the lagging ones, and
-    the retention of their topics."""
-
-    at: float
-    lags: dict[TP, int]
-    ages: dict[TP, float]
-    limits: dict[str, Retention]
 
 
 def _replay(histogram: Any, buckets: list[tuple[int, float]], attrs: dict[str, Any]) -> None:
@@ -511,29 +316,19 @@ def replicator_metrics(
     member: str,
     stats: PipelineStats,
     clusters: tuple[ClusterView, ClusterView],
-    readiness: PipelineReadiness,
+    health: tuple[PipelineReadiness, Callable[[], int]],
     *,
     status_snapshot: Callable[[], dict[str, Any]] | None = None,
 ) -> ReplicatorMetrics:
     """Runs on: driver, once per ``k2k start -t``. The provider with the exporters
     ``OTEL_METRICS_EXPORTER`` names, and the pipeline's instruments on it; ``clusters``:
-    the (source, target) views; ``/readyz`` answers ``readiness``; the status page reads
-    ``status_snapshot`` while it is viewed."""
-    from k2k.observability.http.feed import StatusFeed
-
+    the (source, target) views; ``health``: what ``/readyz`` answers, and the members
+    alive; the status page reads ``status_snapshot`` while it is viewed."""
     prefix = cfg.metrics.prefix.replicator
     source, target = clusters
+    readiness, members_alive = health
     errors: deque[tuple[float, str, str]] = deque(maxlen=20)
-    feed = None
-    if status_snapshot is not None:
-        feed = StatusFeed(
-            status_snapshot,
-            source="live",
-            interval=LIVE_STATUS_INTERVAL_S,
-            pipeline=cfg.name,
-            ready=readiness.check,
-            errors=lambda: [{"at": t, "class": c, "message": m} for t, c, m in list(errors)],
-        )
+    feed = _status_feed(cfg.name, status_snapshot, readiness, errors)
     telemetry = Telemetry(
         instance=member,
         attributes={"k2k.pipeline": cfg.name},
@@ -542,22 +337,53 @@ def replicator_metrics(
         health=readiness.check,
         status=feed,
     )
-    ages = OldestUnreplicated(
-        cfg.source_client("consumer"), f"k2k.{cfg.name}", cfg.source.connect_timeout.total_seconds()
+    gauges = PipelineGauges(
+        cfg.name,
+        stats,
+        ages=OldestUnreplicated(
+            cfg.source_client("consumer"),
+            f"k2k.{cfg.name}",
+            cfg.source.connect_timeout.total_seconds(),
+        ),
+        retention=TopicRetention(lambda topics: source.configs(topics, retry=False)),
+        readiness=readiness,
+        members_alive=members_alive,
+        identical=cfg.replication.sink.offsets.identical,
     )
     return ReplicatorMetrics(
         telemetry,
+        gauges,
         prefix=prefix,
-        pipeline=cfg.name,
         mode="exactly-once" if cfg.features.exactly_once else "at-least-once",
-        stats=stats,
-        ages=ages,
-        identical=cfg.replication.sink.offsets.identical,
-        retention=TopicRetention(lambda topics: source.configs(topics, retry=False)),
-        readiness=readiness,
         recent_errors=errors,
         client_prefixes=_client_prefixes(cfg),
+        feed=feed,
     )
+
+
+def _status_feed(
+    pipeline: str,
+    snapshot: Callable[[], dict[str, Any]] | None,
+    readiness: PipelineReadiness,
+    errors: deque[tuple[float, str, str]],
+) -> StatusFeed | None:
+    """The live status page's feed: the pipeline's state read every
+    :data:`LIVE_STATUS_INTERVAL_S` while viewed, with the run's readiness and faults."""
+    if snapshot is None:
+        return None
+    return StatusFeed(
+        snapshot,
+        source="live",
+        interval=LIVE_STATUS_INTERVAL_S,
+        pipeline=pipeline,
+        ready=readiness.check,
+        errors=lambda: [{"at": t, "class": c, "message": m} for t, c, m in list(errors)],
+    )
+
+
+#: How often an open status page has the driver read the pipeline's state from the control
+#: topics (each read is a few consumers' worth of work beside the copy: docs/benchmarks.md).
+LIVE_STATUS_INTERVAL_S = 5.0
 
 
 def _client_prefixes(cfg: PipelineConfig) -> dict[Role, str] | None:

@@ -33,14 +33,18 @@ class TopicRetention:
         self._wake = threading.Event()
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
+        self._warned = False
 
     def of(self, topics: Iterable[str]) -> dict[str, Retention]:
+        """The retention of ``topics`` as read last; from now on only these are read (a
+        deleted topic would fail every later read of them all)."""
         wanted = set(topics)
-        if not wanted <= self._wanted:
-            self._wanted = self._wanted | wanted
-            self._wake.set()
-        self._start()
         known = self._known
+        if wanted != self._wanted:
+            self._wanted = wanted
+            if not wanted <= known.keys():
+                self._wake.set()
+        self._start()
         return {t: known[t] for t in wanted if t in known}
 
     def close(self) -> None:
@@ -64,6 +68,9 @@ class TopicRetention:
         try:
             configs = self._configs(topics)
         except K2KError as exc:
-            log.debug("retention: could not read the source topics' configs: %s", exc)
+            # Without them the share-of-retention gauge is absent: say so once.
+            level = logging.DEBUG if self._warned else logging.WARNING
+            self._warned = True
+            log.log(level, "metrics: cannot read the source topics' retention: %s", exc)
             return
         self._known = {**self._known, **{t: Retention.of(c) for t, c in configs.items()}}

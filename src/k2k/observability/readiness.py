@@ -49,6 +49,16 @@ class PipelineReadiness(_Fatal):
     Health(ready=True, reason='replicating, 5 records behind')
     >>> clock[0] = 31.0; r.check()
     Health(ready=False, reason='no progress for 31 s with 5 records behind')
+
+    Idle and caught up for an hour (probes and scrapes keep asking), then records arrive:
+    the stall counts from the last answer that found it caught up.
+
+    >>> progress = [(0, 100)]
+    >>> r = PipelineReadiness(lambda: progress[0], lambda: None, lambda: None, 30, lambda: clock[0])
+    >>> r.lease_started(); clock[0] = 3590.0; r.check().reason
+    'caught up'
+    >>> clock[0] = 3600.0; progress[0] = (7, 100); r.check().ready
+    True
     """
 
     def __init__(
@@ -59,7 +69,8 @@ class PipelineReadiness(_Fatal):
         max_stall_s: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """``progress``: (records behind, sum of committed offsets); ``down_since`` and
+        """``progress``: (records behind, sum of committed offsets) of this member's
+        partitions; ``down_since`` and
         ``describe``: the cluster watch's outage, on ``clock``'s time."""
         super().__init__()
         self._progress = progress
@@ -87,7 +98,8 @@ class PipelineReadiness(_Fatal):
             return Health(False, f"{outage} for {duration_text(now - down)}")
         behind, committed = self._progress()
         with self._lock:
-            if committed != self._committed:
+            # Caught up counts as moving: a burst after an idle hour is not an hour's stall.
+            if committed != self._committed or behind == 0:
                 self._committed, self._moved_at = committed, now
             stalled = now - self._moved_at
         if behind == 0:

@@ -231,6 +231,8 @@ class OffsetMappingApp:
     def _note_positions(self, sources: dict[str, dict[TP, Committed]], now: float) -> None:
         """Remember when each group position was first seen, for the checkpoint latency."""
         seen = self._seen
+        for key in [k for k in seen if k[0] not in sources]:
+            del seen[key]  # a group gone (or not read this pass) starts afresh
         for group, offsets in sources.items():
             for tp, (offset, _meta) in offsets.items():
                 before = seen.get((group, tp))

@@ -14,6 +14,7 @@ import pytest
 from k2k.config.metrics import PipelineMetrics
 from k2k.metrics.clientstats import CONSUMER, PRODUCER, STATS, ClientStatistics, summarize
 from k2k.metrics.frames import RunnerFrame
+from k2k.metrics.health import PipelineGauges
 from k2k.metrics.replicator import ReplicatorMetrics
 from k2k.metrics.tally import RunTally
 from k2k.observability.stats import PipelineStats
@@ -119,11 +120,9 @@ def _metrics(client_statistics: bool) -> tuple[ReplicatorMetrics, _InMemory]:
     prefixes = {CONSUMER: "k2k.source.consumer.", PRODUCER: "k2k.target.producer."}
     metrics = ReplicatorMetrics(
         telemetry,  # type: ignore[arg-type]
+        PipelineGauges("dr", PipelineStats(), ages=None),
         prefix="k2k.",
-        pipeline="dr",
         mode="at-least-once",
-        stats=PipelineStats(),
-        ages=None,
         client_prefixes=prefixes if client_statistics else None,
     )
     return metrics, telemetry
@@ -175,13 +174,15 @@ def test_driver_without_client_statistics_has_no_client_instruments():
     assert not {n for n in names if ".consumer." in n or ".producer." in n}
 
 
-def test_interval_is_whole_milliseconds_of_at_most_a_day():
+def test_interval_is_whole_milliseconds_from_a_second_to_a_day():
     stats = PipelineMetrics().client_statistics
     assert (stats.enabled, stats.interval_ms) == (False, 15_000)
-    parsed = PipelineMetrics.model_validate({"clientStatistics": {"interval": "1.5 ms"}})
-    assert parsed.client_statistics.interval_ms == 2
+    parsed = PipelineMetrics.model_validate({"clientStatistics": {"interval": "1.5 seconds"}})
+    assert parsed.client_statistics.interval_ms == 1500
     with pytest.raises(ValueError, match=r"clientStatistics\.interval[\s\S]*too long"):
         PipelineMetrics.model_validate({"clientStatistics": {"interval": "25 hours"}})
+    with pytest.raises(ValueError, match=r"clientStatistics\.interval[\s\S]*at least 1 second"):
+        PipelineMetrics.model_validate({"clientStatistics": {"interval": "500 ms"}})
 
 
 class _Producer:

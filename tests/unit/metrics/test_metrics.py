@@ -19,6 +19,7 @@ from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, V
 
 from k2k.errors import K2KError
 from k2k.metrics.frames import LATENCY_BOUNDS_S
+from k2k.metrics.health import PipelineGauges
 from k2k.metrics.replicator import ReplicatorMetrics, replicator_histograms
 from k2k.metrics.tally import RunTally
 from k2k.metrics.telemetry import Telemetry
@@ -61,14 +62,12 @@ def _metrics(
     stats: PipelineStats | None = None, identical: bool = False
 ) -> tuple[ReplicatorMetrics, _InMemory]:
     telemetry = _InMemory()
+    gauges = PipelineGauges("dr", stats or PipelineStats(), ages=None, identical=identical)
     metrics = ReplicatorMetrics(
         telemetry,  # type: ignore[arg-type]
+        gauges,
         prefix="k2k.",
-        pipeline="dr",
         mode="at-least-once",
-        stats=stats or PipelineStats(),
-        ages=None,
-        identical=identical,
     )
     return metrics, telemetry
 

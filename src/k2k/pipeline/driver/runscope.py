@@ -148,8 +148,8 @@ def open_run(
         template = _lease_template(cfg, options.member, control_topics)
         metrics = None
         if options.telemetry:
-            metrics = _start_metrics(cfg, options, stats, (discovery, watch), stack)
-            metrics.members_alive = lambda: len(membership.assignment.alive())
+            seen = (discovery, watch, membership)
+            metrics = _start_metrics(cfg, options, stats, seen, stack)
             template = dataclasses.replace(template, telemetry=True)
             statistics = cfg.metrics.client_statistics
             if statistics.enabled:
@@ -315,17 +315,17 @@ def _start_metrics(
     cfg: PipelineConfig,
     options: RunOptions,
     stats: PipelineStats,
-    seen: tuple[Discovery, ClusterWatch],
+    seen: tuple[Discovery, ClusterWatch, Membership],
     stack: contextlib.ExitStack,
 ) -> ReplicatorMetrics:
-    """With ``-t``: the replicator's metrics and readiness (``seen``: the clusters and
-    their watch), counting source records lost to a deleted topic; the error that ends the
+    """With ``-t``: the replicator's metrics and readiness (``seen``: the clusters, their
+    watch and this member's membership), counting source records lost to a deleted topic; the error that ends the
     run is counted before their last export."""
     from k2k.metrics.replicator import replicator_metrics  # OpenTelemetry only with -t
 
-    discovery, watch = seen
+    discovery, watch, membership = seen
     readiness = PipelineReadiness(
-        lambda: (stats.lag, stats.replicated_offsets),
+        lambda: _own_progress(stats),
         watch.reachability.down_since,
         watch.reachability.describe,
         cfg.metrics.health.unready_after.total_seconds(),
@@ -335,7 +335,7 @@ def _start_metrics(
         options.member,
         stats,
         (discovery.source, discovery.target),
-        readiness,
+        (readiness, lambda: len(membership.assignment.alive())),
         status_snapshot=options.status_snapshot,
     )
 
@@ -347,6 +347,14 @@ def _start_metrics(
     stack.push(last_export)
     discovery.on_records_lost = lambda t, p, n: metrics.lost(t, p, n, "deleted-topic")
     return metrics
+
+
+def _own_progress(stats: PipelineStats) -> tuple[int, int]:
+    """Records behind and the sum of committed offsets, of this member's partitions only:
+    another member's progress must not make a stuck one look ready."""
+    lags = stats.lag_by_partition()
+    committed = dict(stats.committed)
+    return sum(lags.values()), sum(committed.get(tp, 0) for tp in lags)
 
 
 class _RunSpark:
