@@ -58,6 +58,15 @@ class Load:
             self.written += per_batch
 
 
+def _series(prom: PrometheusServer, *exprs: str) -> str:
+    """What the wall showed over the last 5 minutes, for a failure's message."""
+    return "\n".join(
+        f"{expr}: {[round(float(v), 1) for _t, v in found[0]['values']] if found else 'none'}"
+        for expr in exprs
+        if (found := prom.query_range(expr, 300, step=5)) is not None
+    )
+
+
 def _copied(bootstrap: str, topic: str) -> int:
     return sum(len(records) for records in read_all(bootstrap, topic).values())
 
@@ -128,6 +137,8 @@ def test_a_target_outage_under_load_shows_on_the_wall_and_goes(
         lags = [float(v) for _t, v in prom.query_range(lag, window)[0]["values"]]
         assert max(lags) >= RATE * 20, (during, lags)
         eventually(lambda: _copied(own_target.bootstrap, topic) >= written, timeout=120, interval=1)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{_series(prom, rp, lag)}") from exc
     finally:
         prom.scrape()
         assert proc.stop() == 0, proc.output()[-3000:]

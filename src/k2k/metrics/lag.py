@@ -86,5 +86,10 @@ class OldestUnreplicated:
         except KafkaException as exc:
             log.debug("lag age: could not read the source: %s", exc)
             return
-        found = {tp: (wanted[tp], ts, read_at) for tp, ts in stamps.items() if ts is not None}
+        # A partition read at its end holds nothing older than the read: its age counts from
+        # then, and an older answer (from an outage, say) must not stand in for it.
+        at_end = int(read_at * 1000)
+        found = {
+            tp: (wanted[tp], at_end if ts is None else ts, read_at) for tp, ts in stamps.items()
+        }
         self._found = {**{tp: f for tp, f in self._found.items() if tp in wanted}, **found}
