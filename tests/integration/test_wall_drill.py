@@ -84,6 +84,12 @@ def _value(prom: PrometheusServer, expr: str) -> float | None:
     return float(found[0]["value"][1]) if found else None
 
 
+def _below(prom: PrometheusServer, expr: str, bound: float) -> bool:
+    """``expr`` has a value now, and it is below ``bound`` (0 included)."""
+    value = _value(prom, expr)
+    return value is not None and value < bound
+
+
 def _firing(prom: PrometheusServer, alert: str, pipeline: str) -> bool:
     return any(
         a["labels"].get("alertname") == alert
@@ -110,7 +116,7 @@ def test_a_target_outage_under_load_shows_on_the_wall_and_goes(
     try:
         with Load(clusters.source, topic) as load:
             eventually(lambda: _readyz(port)[0] == 200, timeout=120, ignore=(OSError,))
-            eventually(lambda: (_value(prom, rp) or 99) < 5, timeout=60, interval=1)
+            eventually(lambda: _below(prom, rp, 5), timeout=60, interval=1)
             own_target.stop()
             stopped = time.monotonic()
             _code, why = eventually(
@@ -126,7 +132,7 @@ def test_a_target_outage_under_load_shows_on_the_wall_and_goes(
             time.sleep(max(0.0, stopped + OUTAGE_S - time.monotonic()))
             own_target.start(timeout=120)
             eventually(lambda: _readyz(port)[0] == 200, timeout=180)
-            eventually(lambda: (_value(prom, rp) or 99) < 5, timeout=120, interval=1)
+            eventually(lambda: _below(prom, rp, 5), timeout=120, interval=1)
             eventually(lambda: not _firing(prom, "K2KNotReplicating", name), timeout=60, interval=1)
         written = load.written
         # The series over the drill: risen with the outage, fallen back after it.

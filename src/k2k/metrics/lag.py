@@ -36,6 +36,9 @@ class OldestUnreplicated:
         self._wanted: dict[TP, int] = {}
         #: Per partition: the offset read, its record's timestamp (ms), when it was read.
         self._found: dict[TP, tuple[int, int, float]] = {}
+        #: Per partition: when ``oldest()`` last saw it caught up (a read before that is
+        #: about records long replicated).
+        self._caught_up_at: dict[TP, float] = {}
         self._wake = threading.Event()
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
@@ -43,14 +46,18 @@ class OldestUnreplicated:
     def oldest(self, committed: Mapping[TP, int], lags: Mapping[TP, int]) -> dict[TP, float]:
         """Per lagging partition, the age in seconds of its oldest unreplicated record, when
         known. If the committed offset moved since the read, the age at read time (a bound
-        that the next read, within REFRESH_S, replaces)."""
+        that the next read, within REFRESH_S, replaces); a read from before the partition was
+        last seen caught up is not used."""
         self._wanted = {tp: committed.get(tp, 0) for tp, lag in lags.items() if lag > 0}
         self._start()
         now = time.time()
+        for tp, lag in lags.items():
+            if lag == 0:
+                self._caught_up_at[tp] = now
         ages: dict[TP, float] = {}
         for tp, offset in self._wanted.items():
             found = self._found.get(tp)
-            if found is None or found[0] > offset:
+            if found is None or found[0] > offset or found[2] < self._caught_up_at.get(tp, 0):
                 continue
             at = now if found[0] == offset else found[2]
             ages[tp] = max(0.0, at - found[1] / 1000)
