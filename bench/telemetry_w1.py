@@ -36,6 +36,7 @@ from typing import Any
 
 from bench.rounds import rotated_rounds
 from bench.schema_mapping_w1 import copy, preload
+from bench.schema_mapping_w1 import pipeline as plain_pipeline
 from k2k.local import free_port, start_pair
 
 #: (path, seconds between fetches) of what the wall reads while k2k copies, per mode.
@@ -46,17 +47,10 @@ READERS = {
 
 
 def pipeline(source: str, target: str, topic: str, dest: str, on: bool) -> dict[str, Any]:
-    doc: dict[str, Any] = {
-        "name": f"bench-t-{uuid.uuid4().hex[:8]}",
-        "features": {"autoCreateTopics": "enabled", "autoCreateControlTopics": "enabled"},
-        "source": {"kafka": {"common": {"bootstrap.servers": source}}},
-        "target": {"kafka": {"common": {"bootstrap.servers": target}}},
-        "replication": [
-            {"source": {"topic": [topic]}},
-            {"sink": {"topic": {"map": {topic: dest}}, "partition": "source"}},
-        ],
-        "spark": {"master": "local[2]"},
-    }
+    """The schema-mapping bench's plain copy (mapping off), with client statistics when
+    ``on``."""
+    doc: dict[str, Any] = plain_pipeline(source, target, topic, dest, None)
+    doc["name"] = f"bench-t-{uuid.uuid4().hex[:8]}"
     if on:
         doc["metrics"] = {"clientStatistics": {"enabled": True, "interval": "5 seconds"}}
     return doc
