@@ -219,7 +219,7 @@ class PipelineGauges:
         return totals[1] / totals[0]
 
     def _committed(self, _options: CallbackOptions) -> Iterable[Observation]:
-        owned = self.stats.lag_by_partition()
+        owned = self._snapshot().lags
         committed = dict(self.stats.committed)
         for topic, partition in owned:
             if (topic, partition) in committed:
@@ -233,7 +233,7 @@ class PipelineGauges:
             yield Observation(offset, self._tp(topic, partition))
 
     def _owned(self, _options: CallbackOptions) -> Iterable[Observation]:
-        yield Observation(len(self.stats.lag_by_partition()), self._base)
+        yield Observation(len(self._snapshot().lags), self._base)
 
     @property
     def _base(self) -> dict[str, str]:
